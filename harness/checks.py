@@ -1,0 +1,154 @@
+"""Correctness, determinism and batch invariance of one bound implementation.
+
+Correctness: the float64 reference is computed from the *same* low-precision inputs, the
+output is poisoned with NaN before the checked launch (an element the kernel never wrote
+stays NaN and fails), and an element passes when
+
+    |out - ref| <= rtol * |ref| + atol * scale + floor
+
+with (rtol, atol) from the op's tolerance table, ``scale`` from the op (1, or the size of
+the terms that cancel), and ``floor`` the spacing of the output dtype's subnormals. NaN
+must meet NaN and ±inf must meet the same ±inf.
+
+Determinism: K launches on the same inputs; the number of distinct bit patterns and the
+largest distance in ulps between any two runs, element by element.
+
+Batch invariance (row ops): the first b rows, bound and launched as a batch of b, must
+give the same bits as those rows in the full batch.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+
+from harness.registry import Tol
+
+
+@dataclass
+class CheckResult:
+    case: str
+    seed: int
+    passed: bool
+    n_bad: int
+    numel: int
+    max_abs_err: float | None
+    max_rel_err: float | None
+    tol_used: float | None       # worst |err| / allowed; <= 1 passes
+    detail: str = ""
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def result_of(launch, out: torch.Tensor) -> torch.Tensor:
+    """Run the launcher; its output is what it returns, or else the ``out`` it wrote."""
+    got = launch()
+    return out if got is None else got
+
+
+def poison(out: torch.Tensor) -> None:
+    if out.is_floating_point():
+        out.fill_(float("nan"))
+
+
+def compare(got: torch.Tensor, ref: torch.Tensor, tol: Tol, scale, case: str, seed: int) -> CheckResult:
+    if got.numel() != ref.numel():
+        return CheckResult(case, seed, False, ref.numel(), ref.numel(), None, None, None,
+                           f"output has {got.numel()} elements {list(got.shape)}, "
+                           f"expected {ref.numel()} {list(ref.shape)}")
+    fi = torch.finfo(got.dtype) if got.is_floating_point() else None
+    floor = fi.smallest_normal * fi.eps if fi else 0.0
+    out = got.detach().reshape(ref.shape).to(torch.float64)
+    ref = ref.to(out.device)
+    nan_ref, nan_out = torch.isnan(ref), torch.isnan(out)
+    inf_ref = torch.isinf(ref)
+    finite = torch.isfinite(ref) & torch.isfinite(out)
+    err = (out - ref).abs()
+    if isinstance(scale, torch.Tensor):
+        scale = scale.to(out.device).reshape(ref.shape) if scale.numel() > 1 else scale.to(out.device)
+    allowed = tol.rtol * ref.abs() + tol.atol * scale + floor
+    ok = torch.where(finite, err <= allowed, torch.zeros_like(finite))
+    ok |= nan_ref & nan_out
+    ok |= inf_ref & (out == ref)
+    n_bad = int((~ok).sum())
+    err_f = torch.where(finite, err, torch.zeros_like(err))
+    max_abs = float(err_f.max()) if err_f.numel() else 0.0
+    nz = finite & (ref != 0)
+    max_rel = float((err[nz] / ref.abs()[nz]).max()) if bool(nz.any()) else 0.0
+    ratio = torch.where(finite & (allowed > 0), err / allowed.clamp_min(1e-300), torch.zeros_like(err))
+    tol_used = float(ratio.max()) if ratio.numel() else 0.0
+    detail = ""
+    if n_bad:
+        first = int((~ok).reshape(-1).nonzero()[0])
+        unwritten = int((nan_out & ~nan_ref).sum())
+        detail = (f"{n_bad} of {ref.numel()} elements outside tolerance (rtol {tol.rtol:.3g}, "
+                  f"atol {tol.atol:.3g}); first at flat index {first}: got "
+                  f"{float(out.reshape(-1)[first])!r}, want {float(ref.reshape(-1)[first])!r}")
+        if unwritten:
+            detail += f"; {unwritten} NaN where a number was due (unwritten or NaN-producing)"
+    return CheckResult(case, seed, n_bad == 0, n_bad, ref.numel(), max_abs, max_rel, tol_used, detail)
+
+
+def raw_bits(t: torch.Tensor) -> torch.Tensor:
+    width = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
+    return t.contiguous().view(width)
+
+
+def ordered_bits(t: torch.Tensor) -> torch.Tensor:
+    """Float bits as integers whose order is the floats' order (ulp distance = difference)."""
+    i = raw_bits(t).to(torch.int64)
+    sign_mask = (1 << (8 * t.element_size() - 1)) - 1
+    return torch.where(i < 0, -(i & sign_mask), i)
+
+
+@dataclass
+class Determinism:
+    runs: int
+    n_distinct: int
+    max_ulp_spread: int
+    distinct_capped: bool = False
+
+    @property
+    def deterministic(self) -> bool:
+        return self.n_distinct == 1
+
+
+def determinism(launch, out: torch.Tensor, runs: int, keep: int = 8) -> Determinism:
+    """Launch ``runs`` times on unchanged inputs and compare the bits of every result."""
+    first = result_of(launch, out).detach().clone()
+    lo = hi = ordered_bits(first)
+    distinct = [first]
+    extra = 0
+    for _ in range(runs - 1):
+        res = result_of(launch, out).detach()
+        bits = ordered_bits(res)
+        lo, hi = torch.minimum(lo, bits), torch.maximum(hi, bits)
+        if not any(torch.equal(raw_bits(res), raw_bits(d)) for d in distinct):
+            if len(distinct) < keep:
+                distinct.append(res.clone())
+            else:
+                extra += 1   # counted, not kept: may count a repeat of an unkept pattern
+    spread = int((hi - lo).max()) if lo.numel() else 0
+    return Determinism(runs, len(distinct) + extra, spread, extra > 0)
+
+
+def batch_sizes(rows: int) -> list[int]:
+    """Sub-batch sizes for batch invariance: a single row and a ragged part of the batch."""
+    return sorted({b for b in (1, rows // 2 + 1) if b < rows})
+
+
+def batch_invariance(op, bind, inputs: dict, out: torch.Tensor, full: torch.Tensor,
+                     sizes: list[int]) -> tuple[bool, str]:
+    """Rows 0..b-1 launched as a batch of b must match the full batch's rows bit for bit."""
+    full_bits = raw_bits(full.detach().reshape(out.shape))
+    differing = []
+    for b in sizes:
+        sub_inputs, sub_out = op.rows(inputs, out, b)
+        poison(sub_out)
+        got = result_of(bind(**sub_inputs, out=sub_out), sub_out)
+        bits = raw_bits(got.detach().reshape(sub_out.shape))
+        n_diff = int((bits != full_bits[:b]).any(dim=-1).sum())
+        if n_diff:
+            differing.append(f"batch of {b}: {n_diff} of {b} rows differ")
+    return not differing, "; ".join(differing)

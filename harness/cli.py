@@ -1,0 +1,161 @@
+"""The Hydra entry point: config -> plan -> run each case -> sinks.
+
+    harness op=rmsnorm impl=all
+    harness op=all impl=eager sweep=smoke
+    harness -m op=rmsnorm,softmax impl=triton      # multirun: one job per op
+"""
+from __future__ import annotations
+
+import secrets
+import sys
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from harness import device as devices
+from harness import plan as planning
+from harness.errors import ConfigError
+from harness.record import Record
+from harness.runner import Runner, Settings, base_record
+from harness.sinks import console
+from harness.sinks.jsonl import JsonlSink
+from harness.timing import TimingBudget
+
+LIST_KEYS = ("op", "impl", "variant", "dtype")   # op: a list selects several configs of the group
+
+
+def normalize_argv(argv: list[str]) -> list[str]:
+    """Without -m, ``impl=eager,torch_compile`` means the list [eager,torch_compile] (Hydra
+    would refuse it as ambiguous). With -m, commas keep their Hydra meaning: a sweep."""
+    if any(a in ("-m", "--multirun") for a in argv):
+        return argv
+    out = []
+    for a in argv:
+        key, sep, value = a.partition("=")
+        if sep and key in LIST_KEYS and "," in value and not value.startswith(("[", "'", '"')):
+            a = f"{key}=[{value}]"
+        out.append(a)
+    return out
+
+
+def settings_from(cfg: DictConfig, invocation_id: str, seed: int) -> Settings:
+    sw = cfg.sweep
+    return Settings(
+        seeds=int(sw.seeds), base_seed=seed, determinism_runs=int(sw.determinism_runs),
+        batch_invariance=bool(sw.batch_invariance), budget=TimingBudget(**sw.timing),
+        roof_bytes=int(cfg.roof.bytes), roof_cache=bool(cfg.roof.cache),
+        roof_max_age_s=float(cfg.roof.max_age_s), invocation_id=invocation_id)
+
+
+def _tracker(cfg: DictConfig):
+    tr = cfg.tracking
+    if not tr.enabled or not tr.uri:
+        return None, "tracking disabled"
+    from harness.sinks.mlflow import MlflowLogger, TrackingUnavailable
+    try:
+        return MlflowLogger(str(tr.uri), str(tr.experiment), tr.get("parent_run_id")), ""
+    except TrackingUnavailable as e:
+        return None, str(e)
+    except Exception as e:  # noqa: BLE001 - a broken store must not cost the run
+        return None, f"MLflow could not be used: {type(e).__name__}: {e}"
+
+
+def run(cfg: DictConfig) -> int:
+    device = devices.resolve(cfg.device)
+    the_plan = planning.build(cfg, device)
+    out_dir = Path(HydraConfig.get().runtime.output_dir)
+    invocation_id = uuid.uuid4().hex
+    seed = int(cfg.seed) if cfg.seed is not None else secrets.randbelow(2**31)
+    settings = settings_from(cfg, invocation_id, seed)
+    jsonl = JsonlSink(out_dir / "results.jsonl")
+    tracker, tracker_note = _tracker(cfg)
+    if tracker is None and cfg.tracking.enabled:
+        print(f"harness: MLflow not used: {tracker_note}. Records stay in {jsonl.path}.", file=sys.stderr)
+
+    n = len(the_plan.cases)
+    print(f"harness: {n} cases ({len(the_plan.runnable)} to run) on {device}, sweep={the_plan.sweep}, "
+          f"seed={seed}, results -> {jsonl.path}", flush=True)
+    runner = None
+    records: list[Record] = []
+    for i, spec in enumerate(the_plan.cases, 1):
+        if spec.skip_reason:
+            rec = base_record(spec, device, settings, {})
+        else:
+            if runner is None:
+                runner = _runner(cfg, device, settings)
+            rec = runner.run(spec)
+        rec.invocation_id = invocation_id
+        jsonl.write(rec)
+        records.append(rec)
+        print(f"[{i}/{n}] {_progress(rec)}", flush=True)
+        if tracker is not None:
+            try:
+                tracker.log(rec)
+            except Exception as e:  # noqa: BLE001 - logging must never cost a result
+                tracker_note = f"MLflow logging failed: {type(e).__name__}: {str(e)[:300]}"
+                print(f"harness: {tracker_note}; the rest stays in {jsonl.path}", file=sys.stderr)
+                tracker = None
+    if runner is not None and hasattr(runner, "stop"):
+        runner.stop()
+
+    table = console.render(records)
+    print(table)
+    (out_dir / "table.txt").write_text(table + "\n")
+    print(f"\nresults: {jsonl.path}")
+    counts = Counter(r.status for r in records)
+    if tracker is not None:
+        try:
+            tracker.finish(invocation_id, [jsonl.path, out_dir / "table.txt"],
+                           {f"n_{k}": v for k, v in counts.items()})
+            print(f"MLflow: {tracker.uri} ({tracker.run_url(invocation_id)})")
+            if tracker.uri.startswith("sqlite:"):
+                print(f"  open the UI with: mlflow ui --backend-store-uri {tracker.uri}")
+        except Exception as e:  # noqa: BLE001
+            tracker_note = f"MLflow finish failed: {type(e).__name__}: {e}"
+            tracker = None
+    if tracker is None and cfg.tracking.enabled and cfg.tracking.uri:
+        print(f"MLflow: not uploaded ({tracker_note}). When the server is back:\n"
+              f"  harness-upload {jsonl.path} --tracking-uri {cfg.tracking.uri}")
+    bad = sum(v for k, v in counts.items() if k in ("fail", "error", "crash", "timeout", "oom"))
+    bad -= sum(1 for r in records if r.negative_control and r.status == "fail")
+    return 1 if cfg.strict and bad else 0
+
+
+def _runner(cfg: DictConfig, device, settings: Settings):
+    if cfg.isolate:
+        from harness.worker import IsolatedRunner
+        return IsolatedRunner(device, settings, float(cfg.case_timeout_s))
+    return Runner(device, settings)
+
+
+def _progress(r: Record) -> str:
+    label = r.impl if r.variant == "-" else f"{r.impl}/{r.variant}"
+    head = f"{r.op} {label} {r.dtype} {r.shape_str}: {console.status_label(r)}"
+    if r.gbps is not None:
+        pct = f", {r.pct_roof:.1f}% of roof" if r.pct_roof is not None else ""
+        return f"{head} {r.median_us:.1f} us, {r.gbps:.0f} GB/s{pct}"
+    if r.median_us is not None:
+        return f"{head} {r.median_us:.1f} us ({r.timer})"
+    return f"{head} {r.reason[:200]}" if r.reason else head
+
+
+# An absolute path: Hydra would read "../conf" as a Python package next to this module.
+@hydra.main(version_base="1.3", config_path=str(planning.CONF_DIR), config_name="config")
+def _hydra_main(cfg: DictConfig) -> None:
+    try:
+        code = run(cfg)
+    except ConfigError as e:
+        print(f"harness: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    if code:
+        sys.exit(code)
+
+
+def main() -> None:
+    sys.argv = normalize_argv(sys.argv)
+    _hydra_main()
+

@@ -1,0 +1,198 @@
+"""From the config to the list of cases, or a ConfigError naming the problem and the choices.
+
+A case is (op, impl, variant, dtype, shape). Impls named explicitly must be usable here
+(else an error: a GPU-only impl asked for on a CPU machine is a mistake to report, not to
+skip); ``impl=all`` takes every impl of the op and records the unusable ones as skipped,
+with the reason.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from omegaconf import OmegaConf
+
+from harness import registry
+from harness.device import memory_bytes
+from harness.errors import ConfigError, unknown
+from harness.runner import DTYPES, CaseSpec
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+DTYPE_ALIASES = {"float32": "float32", "fp32": "float32", "f32": "float32", "float": "float32",
+                 "bfloat16": "bfloat16", "bf16": "bfloat16",
+                 "float16": "float16", "fp16": "float16", "f16": "float16", "half": "float16"}
+SWEEPS = ("smoke", "default", "full")
+# Bytes a case needs besides its inputs and output, per output element: the float64
+# reference, error terms and masks of the checks, and the determinism bit copies.
+CHECK_BYTES_PER_OUTPUT = 8 * 8
+
+
+def as_list(value) -> list[str]:
+    """'a', 'a,b', ['a', 'b'] -> ['a', 'b'] (None -> [])."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    if OmegaConf.is_config(value):
+        value = OmegaConf.to_container(value, resolve=True)
+    if isinstance(value, (list, tuple)):
+        out = []
+        for v in value:
+            out += as_list(v) if isinstance(v, str) else [str(v)]
+        return out
+    return [str(value)]
+
+
+def parse_shapes(value) -> list[tuple[int, ...]] | None:
+    if value is None:
+        return None
+    if OmegaConf.is_config(value):
+        value = OmegaConf.to_container(value, resolve=True)
+    if isinstance(value, int):
+        value = [[value]]
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ConfigError(f"shapes={value!r}: give a list of shapes, e.g. shapes=[[4096,4096]] "
+                          "or shapes=[[1000003]]")
+    shapes = []
+    for s in value:
+        s = [s] if isinstance(s, int) else s
+        if not isinstance(s, (list, tuple)) or not all(isinstance(n, int) for n in s):
+            raise ConfigError(f"shape {s!r} is not a list of integers, e.g. [4096,4096]")
+        shapes.append(tuple(s))
+    return shapes
+
+
+@dataclass
+class Plan:
+    device: torch.device
+    sweep: str
+    cases: list[CaseSpec]
+
+    @property
+    def runnable(self) -> list[CaseSpec]:
+        return [c for c in self.cases if not c.skip_reason]
+
+
+def build(cfg, device: torch.device) -> Plan:
+    all_ops = registry.ops()
+    frameworks = registry.frameworks()
+    for fw in frameworks.values():
+        fw.prepare(device)
+
+    # --- ops: the op config group (conf/op/<op>.yaml) fills cfg.ops.<op> ---
+    selected = OmegaConf.to_container(cfg.get("ops") or {}, resolve=True)
+    op_names = list(selected)
+    if not op_names:
+        raise ConfigError(f"no op given; add op=<name>; valid: all, {', '.join(all_ops)}")
+    for name in op_names:
+        if name not in all_ops:
+            raise ConfigError(f"conf/op has a config for {name!r}, but impls/{name}/ defines no op "
+                              f"of that name; ops: {', '.join(all_ops)}")
+
+    # --- sweep, dtypes ---
+    sweep = str(cfg.sweep.name)
+    if sweep not in SWEEPS:
+        raise unknown("sweep", sweep, SWEEPS)
+    dtypes = []
+    for d in as_list(cfg.dtype):
+        if d.lower() not in DTYPE_ALIASES:
+            raise unknown("dtype", d, DTYPE_ALIASES)
+        dtypes.append(DTYPE_ALIASES[d.lower()])
+    if not dtypes:
+        raise ConfigError("dtype is empty; valid: float32, bfloat16, float16 (or fp32, bf16, fp16)")
+    dtypes = list(dict.fromkeys(dtypes))
+    user_shapes = parse_shapes(cfg.get("shapes"))
+
+    # --- impls and variants ---
+    impl_names = as_list(cfg.impl)
+    take_all = impl_names == ["all"]
+    modules = {op: registry.impl_modules(op) for op in op_names}
+    known_impls = sorted({m for ms in modules.values() for m in ms})
+    if not impl_names:
+        raise ConfigError(f"no impl given; valid: all, {', '.join(known_impls)}")
+    if not take_all:
+        for name in impl_names:
+            if name not in known_impls:
+                raise unknown("impl", name, ["all", *known_impls])
+            reason = frameworks[name].unusable(device) if name in frameworks else None
+            if reason:
+                raise ConfigError(f"impl {name!r} cannot run on {device}: {reason}. "
+                                  f"Choose another impl or device (impl=all skips it with this reason).")
+        missing = [n for n in impl_names if not any(n in modules[op] for op in op_names)]
+        if missing:
+            raise ConfigError(f"impl {missing[0]!r} implements none of {', '.join(op_names)}; "
+                              + "; ".join(f"{op}: {', '.join(modules[op])}" for op in op_names))
+    variant_names = as_list(cfg.variant)
+    take_all_variants = variant_names in ([], ["all"])
+    known_variants = {registry.NO_VARIANT} | {v for op in op_names for v in all_ops[op].variants}
+
+    mem = memory_bytes(device)
+    cases: list[CaseSpec] = []
+    for op_name in op_names:
+        spec_cls = all_ops[op_name]
+        opcfg = selected[op_name] or {}
+        params = dict(opcfg.get("params") or {})
+        spec = spec_cls(**params)
+        if user_shapes is not None:
+            shapes = user_shapes
+        else:
+            presets = opcfg.get("shapes") or {}
+            if sweep not in presets:
+                raise ConfigError(f"conf/op/{op_name}.yaml has no shapes for sweep {sweep!r}; "
+                                  f"it has: {', '.join(presets)}")
+            shapes = [tuple(s) for s in presets[sweep]]
+        try:
+            shapes = [spec.validate_shape(s) for s in shapes]
+        except ValueError as e:
+            raise ConfigError(f"{e}" + ("" if user_shapes is None else " (from shapes=...)")) from None
+
+        wanted = modules[op_name] if take_all else [n for n in impl_names if n in modules[op_name]]
+        usable, unusable = [], {}
+        for name in wanted:
+            reason = frameworks[name].unusable(device) if name in frameworks else \
+                f"no framework named {name!r} in impls/_frameworks/"
+            if reason:
+                unusable[name] = reason
+            else:
+                usable.append(name)
+        impls, failures = registry.load_impls(op_name, usable)
+        for f in failures:
+            unusable[f.impl] = f.reason
+        variants_of = {}
+        for i in impls:
+            variants_of.setdefault(i.impl, []).append(i.variant)
+            known_variants.add(i.variant)
+        for name in unusable:   # unknown variants: one record per impl and dtype/shape
+            variants_of[name] = [registry.NO_VARIANT]
+
+        for name in wanted:
+            for variant in variants_of.get(name, []):
+                if not take_all_variants and variant not in variant_names:
+                    continue
+                for dtype in dtypes:
+                    for shape in shapes:
+                        skip = unusable.get(name)
+                        if skip is None:
+                            skip = _too_big(spec, shape, dtype, mem, device, user_shapes is not None)
+                        cases.append(CaseSpec(op_name, name, variant, dtype, shape, params, skip))
+    for v in ([] if take_all_variants else variant_names):
+        if v not in known_variants:
+            raise unknown("variant", v, ["all", *sorted(known_variants)])
+    if not cases:
+        raise ConfigError(f"nothing to run: no impl of {', '.join(op_names)} has variant "
+                          f"{', '.join(variant_names)}")
+    return Plan(device, sweep, cases)
+
+
+def _too_big(spec, shape, dtype: str, mem: int, device, user_given: bool) -> str | None:
+    r, w = spec.bytes_moved(shape, DTYPES[dtype])
+    out_elems = max(w // DTYPES[dtype].itemsize, 1)
+    need = 2 * (r + w) + out_elems * CHECK_BYTES_PER_OUTPUT
+    if need <= mem:
+        return None
+    msg = (f"shape {list(shape)} in {dtype} needs ~{need / 2**30:.1f} GiB for inputs, output and "
+           f"checks; {device} has {mem / 2**30:.1f} GiB free")
+    if user_given:
+        raise ConfigError(msg + "; choose smaller shapes")
+    return msg

@@ -1,0 +1,116 @@
+"""Where a number came from: device, driver, clocks, library versions, code version, host."""
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import socket
+import subprocess
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGES = ("torch", "triton", "cupy-cuda13x", "cupy-cuda12x", "cupy", "numba", "numba-cuda",
+            "liger-kernel", "hydra-core", "omegaconf", "mlflow", "numpy")
+
+
+def _versions() -> dict[str, str]:
+    found = {}
+    for name in PACKAGES:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return found
+
+
+def git_state() -> tuple[str | None, bool | None]:
+    """(SHA, dirty). In a container built without .git, the image bakes HARNESS_GIT_SHA."""
+    if os.environ.get("HARNESS_GIT_SHA"):
+        return os.environ["HARNESS_GIT_SHA"], os.environ.get("HARNESS_GIT_DIRTY") == "1"
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
+                             text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+        return sha, bool(dirty)
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+
+
+def _nvml(index: int) -> dict:
+    """Driver, UUID and clocks through NVML (nvidia-ml-py), when it is there."""
+    try:
+        import pynvml
+    except ImportError:
+        return {}
+    try:
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(index)
+
+        def s(v):
+            return v.decode() if isinstance(v, bytes) else v
+
+        info = {
+            "driver": s(pynvml.nvmlSystemGetDriverVersion()),
+            "gpu_uuid": s(pynvml.nvmlDeviceGetUUID(h)),
+            "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+            "sm_clock_max_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
+            "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
+        }
+        try:
+            info["power_limit_w"] = pynvml.nvmlDeviceGetPowerManagementLimit(h) / 1000
+        except pynvml.NVMLError:
+            pass
+        return info
+    except Exception:  # noqa: BLE001 - NVML missing or refused: provenance is best-effort
+        return {}
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def collect(device: torch.device) -> dict:
+    sha, dirty = git_state()
+    prov = {
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "versions": _versions(),
+        "torch_cuda": torch.version.cuda,
+        "git_sha": sha,
+        "git_dirty": dirty,
+        "container_image": os.environ.get("HARNESS_IMAGE") or ("unknown (in a container)"
+                                                               if Path("/.dockerenv").exists() else None),
+        "device": str(device),
+        "cpu_model": _cpu_model(),
+    }
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        prov.update({
+            "gpu_name": props.name,
+            "gpu_capability": f"{props.major}.{props.minor}",
+            "gpu_sms": props.multi_processor_count,
+            "gpu_memory_bytes": props.total_memory,
+            "gpu_l2_bytes": getattr(props, "L2_cache_size", None),
+        })
+        prov.update(_nvml(device.index or 0))
+    else:
+        prov["gpu_name"] = None
+    return prov
+
+
+def refresh_clocks(prov: dict, device: torch.device) -> dict:
+    """The SM clock read now (it moves with load and temperature), for a case's record."""
+    if device.type != "cuda":
+        return prov
+    live = _nvml(device.index or 0)
+    return {**prov, **{k: live[k] for k in ("sm_clock_mhz", "mem_clock_mhz") if k in live}}

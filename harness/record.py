@@ -1,0 +1,87 @@
+"""One record per case: what ran, how it did, and where the numbers came from.
+
+Every case yields exactly one record, also when it is skipped, fails, runs out of memory,
+raises or crashes its worker. Records are plain JSON (one line each in results.jsonl).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import uuid
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+STATUSES = ("ok", "fail", "skipped", "error", "oom", "crash", "timeout")
+
+
+@dataclass
+class Record:
+    op: str
+    impl: str
+    variant: str
+    dtype: str
+    shape: list[int]
+    device: str = ""
+    status: str = "error"            # one of STATUSES
+    reason: str = ""
+    negative_control: bool = False   # a variant expected to fail (it exists to show the check works)
+    # bytes and time
+    bytes: int = 0                   # compulsory bytes: read + written
+    bytes_read: int = 0
+    bytes_written: int = 0
+    timer: str = ""                  # cuda_events | wall | wall_interpreter
+    median_us: float | None = None
+    p10_us: float | None = None
+    p90_us: float | None = None
+    samples: int = 0
+    spread: float | None = None
+    graph_us: float | None = None    # per launch, back-to-back in one CUDA graph (small cases)
+    graph_note: str = ""
+    gbps: float | None = None        # bytes / median time, 10^9 bytes/s
+    roof_gbps: float | None = None   # this op's roof, measured on this device
+    roof_kind: str = ""
+    roof_source: str = ""
+    pct_roof: float | None = None
+    peak_gbps: float | None = None   # datasheet
+    pct_peak: float | None = None
+    # correctness
+    passed: bool | None = None
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    tol_used: float | None = None
+    checks: list[dict] = field(default_factory=list)
+    # determinism and batch invariance
+    determinism_runs: int = 0
+    n_distinct: int | None = None
+    max_ulp_spread: int | None = None
+    deterministic: bool | None = None
+    batch_invariant: bool | None = None
+    batch_sizes: list[int] = field(default_factory=list)
+    batch_note: str = ""
+    # identity and provenance
+    seed: int | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    traceback: str = ""
+    invocation_id: str = ""
+    record_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    timestamp: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat())
+
+    @property
+    def shape_str(self) -> str:
+        return "x".join(str(n) for n in self.shape)
+
+    @property
+    def series_key(self) -> tuple[str, str, str, str]:
+        return (self.op, self.impl, self.variant, self.dtype)
+
+    @property
+    def case_key(self) -> tuple[str, str, str, str, str]:
+        return (*self.series_key, self.shape_str)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Record":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})

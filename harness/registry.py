@@ -1,0 +1,240 @@
+"""The common interface: op specs, frameworks, implementations, and their discovery.
+
+An *op* is a spec (``impls/<op>/__init__.py``): how to make inputs, the float64
+reference, the compulsory bytes, tolerances and adversarial input sets.
+An *impl* is one framework's version of an op (``impls/<op>/<framework>.py``),
+registered with ``@impl(op, framework, variant=...)`` on a ``bind`` function:
+
+    @impl("rmsnorm", "triton")
+    def bind(x, weight, eps, out):
+        ...                                   # one-time work: launch config, builds, views
+        return lambda: _kernel[grid](...)     # the launcher: the only thing timed
+
+``bind`` receives the op's inputs (already on the device) and a preallocated ``out``.
+The launcher takes no arguments and runs on the current PyTorch stream. It either
+writes ``out`` and returns None, or returns the output tensor it produced (what an
+eager PyTorch user gets from ``F.rms_norm``); the checks read whichever it gives.
+
+A *framework* (``impls/_frameworks/<name>.py``) says whether it is usable on a device.
+Nothing here names an op or a framework: both are discovered from ``impls/``.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, NamedTuple
+
+import torch
+
+NO_VARIANT = "-"
+
+Launcher = Callable[[], "torch.Tensor | None"]
+
+
+class Tol(NamedTuple):
+    """Pass when |out - ref| <= rtol * |ref| + atol * scale (scale: Op.error_scale)."""
+
+    rtol: float
+    atol: float
+    why: str
+
+
+class Op:
+    """Base class of an op spec. Subclasses set the class attributes and the methods."""
+
+    name: ClassVar[str]
+    ndim: ClassVar[int]                       # rank of the shapes this op takes
+    variants: ClassVar[tuple[str, ...]] = ()  # algorithm variants impls may implement
+    negative_controls: ClassVar[tuple[str, ...]] = ()  # variants expected to fail
+    row_op: ClassVar[bool] = False            # rows independent: batch invariance applies
+    row_args: ClassVar[tuple[str, ...]] = ("x",)  # inputs whose first dim is the row
+    tolerances: ClassVar[dict[torch.dtype, Tol]]
+    adversarial: ClassVar[dict[str, str]] = {}  # case name -> what it breaks
+    semantics: ClassVar[str] = ""
+
+    _registry: ClassVar[dict[str, type["Op"]]] = {}
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        if "name" in cls.__dict__:
+            Op._registry[cls.name] = cls
+
+    def __init__(self, **params: Any):
+        self.params = params
+
+    # --- what each op provides -------------------------------------------------
+    def make_case(self, case: str, shape: tuple[int, ...], dtype: torch.dtype,
+                  gen: torch.Generator, device: torch.device) -> dict[str, Any]:
+        """The named inputs of ``bind`` (without ``out``) for the case 'random' or an
+        adversarial set. An adversarial set may choose its own shape."""
+        raise NotImplementedError
+
+    def make_output(self, inputs: dict[str, Any]) -> torch.Tensor:
+        raise NotImplementedError
+
+    def reference(self, **inputs: Any) -> torch.Tensor:
+        """float64 result from the same (low-precision) inputs."""
+        raise NotImplementedError
+
+    def bytes_moved(self, shape: tuple[int, ...], dtype: torch.dtype) -> tuple[int, int]:
+        """Compulsory (read, written) bytes: every operand read once, every output written once."""
+        raise NotImplementedError
+
+    def error_scale(self, inputs: dict[str, Any], ref: torch.Tensor) -> "torch.Tensor | float":
+        """What ``atol`` is relative to; 1 unless an op knows better (a sum: sum |x|)."""
+        return 1.0
+
+    # --- shared by all ops -----------------------------------------------------
+    def inputs(self, shape, dtype, device, seed: int, case: str = "random") -> dict[str, Any]:
+        if case != "random" and case not in self.adversarial:
+            raise KeyError(f"op {self.name} has no input set {case!r}; "
+                           f"it has: random, {', '.join(self.adversarial)}")
+        gen = torch.Generator(device=device).manual_seed(seed)
+        return self.make_case(case, tuple(shape), dtype, gen, torch.device(device))
+
+    def validate_shape(self, shape) -> tuple[int, ...]:
+        shape = tuple(shape)
+        if len(shape) != self.ndim:
+            want = "[N]" if self.ndim == 1 else "[rows, cols]"
+            raise ValueError(f"op {self.name} takes {self.ndim}-D shapes {want}, got {list(shape)}")
+        for n in shape:
+            if not isinstance(n, int) or isinstance(n, bool):
+                raise ValueError(f"shape {list(shape)} of op {self.name}: sizes must be integers")
+            if n <= 0:
+                raise ValueError(f"shape {list(shape)} of op {self.name} is empty or negative; "
+                                 f"every size must be at least 1")
+        return shape
+
+    def rows(self, inputs: dict[str, Any], out: torch.Tensor, n: int):
+        """The first ``n`` rows of a row op's inputs and output, for batch invariance."""
+        sliced = {k: (v[:n] if k in self.row_args else v) for k, v in inputs.items()}
+        return sliced, out[:n]
+
+    def tolerance(self, dtype: torch.dtype) -> Tol:
+        return self.tolerances[dtype]
+
+
+class Framework:
+    """What a framework needs to run on a device. Subclasses live in impls/_frameworks/."""
+
+    name: ClassVar[str]
+    _registry: ClassVar[dict[str, "Framework"]] = {}
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        if "name" in cls.__dict__:
+            Framework._registry[cls.name] = cls()
+
+    def prepare(self, device: torch.device) -> None:
+        """Environment set before the impl modules are imported (e.g. an interpreter flag)."""
+
+    def unusable(self, device: torch.device) -> str | None:
+        """Why this framework cannot run on ``device`` here, or None if it can."""
+        return None
+
+    def interpreted(self, device: torch.device) -> bool:
+        """True when kernels run in an interpreter: correct, but no timing claims."""
+        return False
+
+
+@dataclass(frozen=True)
+class Impl:
+    op: str
+    impl: str
+    variant: str
+    bind: Callable[..., Launcher] = field(compare=False)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.op, self.impl, self.variant)
+
+
+_impls: dict[tuple[str, str, str], Impl] = {}
+
+
+def impl(op: str, name: str, variant: str = NO_VARIANT):
+    """Register ``bind`` as framework ``name``'s implementation of ``op`` (and ``variant``)."""
+
+    def register(bind: Callable[..., Launcher]) -> Callable[..., Launcher]:
+        module = bind.__module__
+        if module.startswith(IMPLS_PACKAGE + ".") and module.split(".")[-1] != name:
+            raise ValueError(f"impl {name!r} of op {op!r} is registered in {module}; "
+                             f"it must live in impls/{op}/{name}.py")
+        key = (op, name, variant)
+        if key in _impls:
+            raise ValueError(f"impl {key} is registered twice")
+        _impls[key] = Impl(op, name, variant, bind)
+        return bind
+
+    return register
+
+
+# --- discovery -------------------------------------------------------------------
+
+IMPLS_PACKAGE = "impls"
+# Modules outside impls/ that register more frameworks and impls (comma-separated names),
+# e.g. a team's private kernels, or the tests' deliberately broken impls.
+PLUGINS_ENV = "HARNESS_PLUGINS"
+
+
+def load_plugins() -> None:
+    import os
+    for name in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
+        importlib.import_module(name)
+
+
+def _submodules(package) -> list[str]:
+    return sorted(m.name for m in pkgutil.iter_modules(package.__path__)
+                  if not m.name.startswith("_"))
+
+
+def ops() -> dict[str, type[Op]]:
+    """Every op spec under impls/, imported (specs import nothing but torch)."""
+    root = importlib.import_module(IMPLS_PACKAGE)
+    for name in _submodules(root):
+        importlib.import_module(f"{IMPLS_PACKAGE}.{name}")
+    load_plugins()
+    return dict(sorted(Op._registry.items()))
+
+
+def frameworks() -> dict[str, Framework]:
+    pkg = importlib.import_module(f"{IMPLS_PACKAGE}._frameworks")
+    for name in _submodules(pkg):
+        importlib.import_module(f"{pkg.__name__}.{name}")
+    load_plugins()
+    return dict(sorted(Framework._registry.items()))
+
+
+def impl_modules(op: str) -> list[str]:
+    """The impl names of an op: its module files (found without importing them), and the
+    impls that plugins registered for it."""
+    pkg = importlib.import_module(f"{IMPLS_PACKAGE}.{op}")
+    load_plugins()
+    plugged = {k[1] for k in _impls if k[0] == op}
+    return sorted(set(_submodules(pkg)) | plugged)
+
+
+class ImportFailure(NamedTuple):
+    op: str
+    impl: str
+    reason: str
+
+
+def load_impls(op: str, names: list[str]) -> tuple[list[Impl], list[ImportFailure]]:
+    """Import the named impl modules of ``op``; a module that fails to import (its framework
+    is missing or broken) becomes an ImportFailure with the reason, never an exception."""
+    failures = []
+    for name in names:
+        if any(k[0] == op and k[1] == name for k in _impls):
+            continue   # already imported (or registered by a plugin)
+        try:
+            importlib.import_module(f"{IMPLS_PACKAGE}.{op}.{name}")
+        except Exception as e:  # noqa: BLE001 - any import error means "not usable here"
+            failures.append(ImportFailure(op, name, f"import failed: {type(e).__name__}: {e}"))
+    loaded = [i for k, i in sorted(_impls.items()) if k[0] == op and k[1] in names]
+    return loaded, failures
+
+
+def registered() -> dict[tuple[str, str, str], Impl]:
+    return dict(_impls)

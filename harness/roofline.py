@@ -1,0 +1,129 @@
+"""The bandwidth roof: measured on this device at the start of a run, and the datasheet peak.
+
+Three kernels, timed exactly like the cases (same timer, cold L2):
+  copy   dst.copy_(src)            reads N, writes N bytes
+  read   max of torch.sum / torch.amax over N bytes (read-only; the 4-byte result is noise)
+  write  buf.fill_(1)              writes N bytes
+An op's roof follows its mix of reads and writes: with f = written / (read + written), the
+time per byte is interpolated linearly between read (f=0), copy (f=0.5) and write (f=1).
+Measured roofs are cached per device (name, UUID, driver) in ``~/.cache/kernel-harness``
+for ``max_age_s``; each record says whether its roof was measured in this run or cached.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from harness.timing import TimingBudget
+
+# Datasheet HBM/GDDR bandwidth, GB/s (10^9 bytes/s), first matching name wins.
+DATASHEET_GBPS: list[tuple[str, float]] = [
+    ("H200", 4800.0),
+    ("GH200", 4000.0),
+    ("H100 NVL", 3900.0),
+    ("H100 PCIE", 2000.0),
+    ("H100", 3350.0),            # SXM5
+    ("H800", 3350.0),
+    ("B200", 8000.0),
+    ("A100-SXM4-80GB", 2039.0),
+    ("A100 80GB PCIE", 1935.0),
+    ("A100", 1555.0),            # 40 GB
+    ("L40S", 864.0),
+    ("L40", 864.0),
+    ("L4", 300.0),
+    ("A10G", 600.0),
+    ("RTX 4090", 1008.0),
+]
+
+
+def datasheet_gbps(device_name: str) -> float | None:
+    name = device_name.upper()
+    for pattern, gbps in DATASHEET_GBPS:
+        if pattern.upper() in name:
+            return gbps
+    return None
+
+
+@dataclass
+class Roof:
+    device_name: str
+    device_key: str
+    copy_gbps: float
+    read_gbps: float
+    write_gbps: float
+    measured_bytes: int
+    measured_at: float           # unix time
+    timer: str
+    source: str = "measured"     # measured | cache
+
+    def for_mix(self, read_bytes: int, written_bytes: int) -> tuple[float, str]:
+        """The roof of an op moving these bytes, and what it was interpolated from."""
+        total = read_bytes + written_bytes
+        f = written_bytes / total if total else 0.5
+        inv_read, inv_copy, inv_write = 1 / self.read_gbps, 1 / self.copy_gbps, 1 / self.write_gbps
+        if f <= 0.5:
+            inv = inv_read + (inv_copy - inv_read) * (f / 0.5)
+        else:
+            inv = inv_copy + (inv_write - inv_copy) * ((f - 0.5) / 0.5)
+        kind = {0.0: "read", 0.5: "copy", 1.0: "write"}.get(round(f, 3), f"mix w={f:.2f}")
+        return 1 / inv, kind
+
+
+def device_key(device: torch.device, provenance: dict) -> str:
+    parts = [provenance.get("gpu_name") or "cpu", provenance.get("gpu_uuid") or "",
+             provenance.get("driver") or provenance.get("cpu_model") or ""]
+    return "|".join(parts)
+
+
+def measure(device: torch.device, timer, nbytes: int, budget: TimingBudget) -> Roof:
+    n = nbytes // 4
+    src = torch.ones(n, dtype=torch.float32, device=device)
+    dst = torch.empty_like(src)
+    scalar = torch.empty((), dtype=torch.float32, device=device)
+
+    def gbps(launch, moved):
+        return moved / (timer.time(launch, budget, moved).median_us * 1e-6) / 1e9
+
+    copy = gbps(lambda: dst.copy_(src), 2 * n * 4)
+    read = max(gbps(lambda: torch.sum(src, dim=0, out=scalar), n * 4),
+               gbps(lambda: torch.amax(src, dim=0, out=scalar), n * 4))
+    write = gbps(lambda: dst.fill_(1.0), n * 4)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    label = "cuda_events" if device.type == "cuda" else "wall"
+    return Roof(name, "", copy, read, write, n * 4, time.time(), label)
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("HARNESS_CACHE", Path.home() / ".cache" / "kernel-harness"))
+
+
+def get(device: torch.device, timer, provenance: dict, nbytes: int, max_age_s: float,
+        use_cache: bool, budget: TimingBudget) -> Roof:
+    key = device_key(device, provenance)
+    path = cache_dir() / "roofs.json"
+    cached = {}
+    if use_cache and path.exists():
+        try:
+            cached = json.loads(path.read_text())
+        except (OSError, ValueError):
+            cached = {}
+        hit = cached.get(key)
+        if hit and time.time() - hit["measured_at"] <= max_age_s and hit["measured_bytes"] == nbytes:
+            return Roof(**{**hit, "source": "cache"})
+    roof = measure(device, timer, nbytes, budget)
+    roof.device_key = key
+    if use_cache:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            cached[key] = asdict(roof)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(cached, indent=1))
+            tmp.replace(path)
+        except OSError:
+            pass   # a read-only home only costs a re-measurement next time
+    return roof

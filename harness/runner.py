@@ -1,0 +1,200 @@
+"""Run one case: bind, check, time, and fill in its record. Never raises.
+
+The order is llm.c's: validate, then time. Every input set (three or more fresh seeds of
+random inputs, then each adversarial set) is bound, the output poisoned, launched and
+compared against float64. Then determinism and batch invariance on the first seed's
+inputs, then timing of that same launcher.
+"""
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+
+import torch
+
+from harness import checks, registry, roofline
+from harness.device import synchronize
+from harness.provenance import collect, refresh_clocks
+from harness.record import Record
+from harness.timing import TimingBudget, WallTimer, timer_for
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    """A case as the plan hands it to a runner (plain data: it crosses process boundaries)."""
+
+    op: str
+    impl: str
+    variant: str
+    dtype: str
+    shape: tuple[int, ...]
+    params: dict = field(default_factory=dict, hash=False)
+    skip_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Settings:
+    seeds: int = 3
+    base_seed: int = 0
+    determinism_runs: int = 10
+    batch_invariance: bool = True
+    budget: TimingBudget = TimingBudget()
+    roof_bytes: int = 1 << 30
+    roof_cache: bool = True
+    roof_max_age_s: float = 86400.0
+    invocation_id: str = ""
+
+
+def base_record(spec: CaseSpec, device, settings: Settings, provenance: dict) -> Record:
+    """The record of a case before it runs: identity, bytes, and 'skipped' if it will not run."""
+    rec = Record(op=spec.op, impl=spec.impl, variant=spec.variant, dtype=spec.dtype,
+                 shape=list(spec.shape), device=str(device), params=dict(spec.params),
+                 seed=settings.base_seed, invocation_id=settings.invocation_id,
+                 provenance=provenance)
+    op = registry.ops()[spec.op]
+    rec.negative_control = spec.variant in op.negative_controls
+    rec.bytes_read, rec.bytes_written = op(**spec.params).bytes_moved(spec.shape, DTYPES[spec.dtype])
+    rec.bytes = rec.bytes_read + rec.bytes_written
+    if spec.skip_reason:
+        rec.status, rec.reason = "skipped", spec.skip_reason
+    return rec
+
+
+class Runner:
+    def __init__(self, device: torch.device, settings: Settings):
+        self.device = device
+        self.settings = settings
+        self.provenance = collect(device)
+        self.timer = timer_for(device)
+        self.interp_timer = WallTimer(interpreter=True)
+        self.frameworks = registry.frameworks()
+        self.ops = registry.ops()
+        for fw in self.frameworks.values():
+            fw.prepare(device)
+        self.peak = roofline.datasheet_gbps(self.provenance.get("gpu_name") or "")
+        self.roof, self.roof_error = None, ""
+        try:
+            nbytes = settings.roof_bytes if device.type == "cuda" else settings.roof_bytes // 4
+            self.roof = roofline.get(device, self.timer, self.provenance, nbytes,
+                                     settings.roof_max_age_s, settings.roof_cache, settings.budget)
+        except Exception as e:  # noqa: BLE001 - no roof means no %-of-roof, not no results
+            self.roof_error = f"roof measurement failed: {type(e).__name__}: {e}"
+        self._op_instances: dict = {}
+
+    def op(self, name: str, params: dict):
+        key = (name, tuple(sorted(params.items())))
+        if key not in self._op_instances:
+            self._op_instances[key] = self.ops[name](**params)
+        return self._op_instances[key]
+
+    def run(self, spec: CaseSpec) -> Record:
+        s = self.settings
+        rec = base_record(spec, self.device, s, refresh_clocks(self.provenance, self.device))
+        if rec.status == "skipped":
+            return rec
+        try:
+            op = self.op(spec.op, spec.params)
+            dtype = DTYPES[spec.dtype]
+            impl = self._impl(spec)
+            launch, inputs, out = self._check(rec, op, impl, spec.shape, dtype)
+            self._repeatability(rec, op, impl, launch, inputs, out)
+            self._time(rec, launch, self.frameworks[spec.impl].interpreted(self.device))
+            rec.status = "ok" if rec.passed else "fail"
+        except torch.cuda.OutOfMemoryError as e:
+            rec.status, rec.reason = "oom", f"out of memory: {str(e).splitlines()[0]}"
+        except Exception as e:  # noqa: BLE001 - one failing impl never stops the others
+            rec.status, rec.reason = "error", f"{type(e).__name__}: {str(e)[:2000]}"
+            rec.traceback = traceback.format_exc(limit=20)
+        finally:
+            if self.device.type == "cuda":
+                try:
+                    torch.cuda.synchronize(self.device)
+                    torch.cuda.empty_cache()
+                except Exception as e:  # noqa: BLE001 - a broken context: say so
+                    if rec.status not in ("error", "oom"):
+                        rec.status, rec.reason = "error", f"{type(e).__name__}: {e}"
+        return rec
+
+    def _impl(self, spec: CaseSpec) -> registry.Impl:
+        key = (spec.op, spec.impl, spec.variant)
+        if key not in registry.registered():
+            _, failures = registry.load_impls(spec.op, [spec.impl])
+            if failures:
+                raise RuntimeError(failures[0].reason)
+        return registry.registered()[key]
+
+    def _check(self, rec: Record, op, impl, shape, dtype):
+        s = self.settings
+        tol = op.tolerance(dtype)
+        results: list[checks.CheckResult] = []
+        kept = None
+        cases = [("random", s.base_seed + i) for i in range(s.seeds)]
+        cases += [(name, s.base_seed + 1000 + i) for i, name in enumerate(op.adversarial)]
+        for case, seed in cases:
+            inputs = op.inputs(shape, dtype, self.device, seed, case)
+            out = op.make_output(inputs)
+            launch = impl.bind(**inputs, out=out)
+            checks.poison(out)
+            got = checks.result_of(launch, out)
+            synchronize(self.device)
+            ref = op.reference(**inputs)
+            results.append(checks.compare(got, ref, tol, op.error_scale(inputs, ref), case, seed))
+            del got, ref
+            if kept is None:
+                kept = (launch, inputs, out)
+        rec.checks = [r.as_dict() for r in results]
+        rec.passed = all(r.passed for r in results)
+        errs = [r for r in results if r.max_abs_err is not None]
+        rec.max_abs_err = max((r.max_abs_err for r in errs), default=None)
+        rec.max_rel_err = max((r.max_rel_err for r in errs), default=None)
+        rec.tol_used = max((r.tol_used for r in errs if r.tol_used is not None), default=None)
+        failed = [r for r in results if not r.passed]
+        if failed:
+            what = "; ".join(f"{r.case} (seed {r.seed}): {r.detail}" for r in failed[:3])
+            more = f" (+{len(failed) - 3} more)" if len(failed) > 3 else ""
+            label = "negative control failed as expected: " if rec.negative_control else ""
+            rec.reason = f"{label}{len(failed)} of {len(results)} checks failed: {what}{more}"
+        elif rec.negative_control:
+            rec.reason = "negative control PASSED every check: its adversarial inputs are too weak"
+        return kept
+
+    def _repeatability(self, rec: Record, op, impl, launch, inputs, out):
+        s = self.settings
+        det = checks.determinism(launch, out, s.determinism_runs)
+        synchronize(self.device)
+        rec.determinism_runs, rec.n_distinct = det.runs, det.n_distinct
+        rec.max_ulp_spread, rec.deterministic = det.max_ulp_spread, det.deterministic
+        if op.row_op and s.batch_invariance:
+            rows = out.shape[0]
+            sizes = checks.batch_sizes(rows)
+            if not sizes:
+                rec.batch_note = "a single row: nothing to vary"
+                return
+            full = checks.result_of(launch, out).detach().clone()
+            ok, note = checks.batch_invariance(op, impl.bind, inputs, out, full, sizes)
+            synchronize(self.device)
+            rec.batch_invariant, rec.batch_sizes, rec.batch_note = ok, sizes, note
+
+    def _time(self, rec: Record, launch, interpreted: bool):
+        timer = self.interp_timer if interpreted else self.timer
+        t = timer.time(launch, self.settings.budget, rec.bytes)
+        rec.timer, rec.samples, rec.spread = t.timer, t.samples, t.spread
+        rec.median_us, rec.p10_us, rec.p90_us = t.median_us, t.p10_us, t.p90_us
+        rec.graph_us, rec.graph_note = t.graph_us, t.graph_note
+        if interpreted:
+            rec.graph_note = "interpreter: wall-clock time of the interpreter, no bandwidth claimed"
+            return
+        if t.median_us > 0:
+            rec.gbps = rec.bytes / (t.median_us * 1e-6) / 1e9
+        if self.roof is not None:
+            rec.roof_gbps, rec.roof_kind = self.roof.for_mix(rec.bytes_read, rec.bytes_written)
+            rec.roof_source = f"{self.roof.source} {self.roof.timer}"
+            if rec.gbps is not None:
+                rec.pct_roof = 100 * rec.gbps / rec.roof_gbps
+        else:
+            rec.roof_source = self.roof_error
+        if self.peak and rec.gbps is not None and self.device.type == "cuda":
+            rec.peak_gbps = self.peak
+            rec.pct_peak = 100 * rec.gbps / self.peak

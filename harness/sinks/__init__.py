@@ -1,0 +1,1 @@
+"""Where records go: the console table, the run's JSONL file, and MLflow."""

@@ -1,0 +1,122 @@
+"""The console table: per op and dtype, one row per case, then GB/s as impl x shape."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from harness.record import Record
+
+
+def _f(v, fmt: str, empty: str = "-") -> str:
+    return empty if v is None else format(v, fmt)
+
+
+def status_label(r: Record) -> str:
+    if r.negative_control and r.status in ("ok", "fail"):
+        return "xfail" if r.status == "fail" else "XPASS"
+    return {"fail": "FAIL", "error": "ERROR", "crash": "CRASH", "oom": "OOM",
+            "timeout": "TIMEOUT"}.get(r.status, r.status)
+
+
+def _det(r: Record) -> str:
+    if r.n_distinct is None:
+        return "-"
+    return "yes" if r.deterministic else f"no({r.n_distinct})"
+
+
+def _binv(r: Record) -> str:
+    return "-" if r.batch_invariant is None else ("yes" if r.batch_invariant else "no")
+
+
+def _impl(r: Record) -> str:
+    return r.impl if r.variant == "-" else f"{r.impl}/{r.variant}"
+
+
+def _time(r: Record) -> str:
+    if r.median_us is None:
+        return "-"
+    return f"{r.median_us:.1f}" + ("*" if r.timer == "wall_interpreter" else "")
+
+
+COLUMNS = [("shape", 13, lambda r: r.shape_str), ("impl", 26, _impl),
+           ("time_us", 10, _time), ("GB/s", 8, lambda r: _f(r.gbps, ".0f")),
+           ("%roof", 6, lambda r: _f(r.pct_roof, ".1f")),
+           ("graph_us", 9, lambda r: _f(r.graph_us, ".2f")),
+           ("max_err", 9, lambda r: _f(r.max_abs_err, ".2e")),
+           ("tol", 5, lambda r: _f(r.tol_used, ".2f")),
+           ("det", 7, _det), ("b-inv", 5, _binv), ("status", 7, status_label)]
+
+
+def _row(cells) -> str:
+    return "  ".join(f"{c:<{w}}" if i < 2 else f"{c:>{w}}"
+                     for i, (c, (_, w, _f2)) in enumerate(zip(cells, COLUMNS)))
+
+
+def render(records: list[Record]) -> str:
+    lines: list[str] = []
+    groups: dict[tuple[str, str], list[Record]] = defaultdict(list)
+    for r in records:
+        groups[(r.op, r.dtype)].append(r)
+    for (op, dtype), recs in groups.items():
+        recs = sorted(recs, key=lambda r: (r.bytes, r.shape, r.impl, r.variant))
+        timed = next((r for r in recs if r.roof_gbps), None)
+        gpu = next((r.provenance.get("gpu_name") for r in recs if r.provenance.get("gpu_name")), None)
+        head = f"== {op} · {dtype} · {gpu or recs[0].device}"
+        if timed:
+            head += f" · roof {timed.roof_gbps:.0f} GB/s ({timed.roof_kind}, {timed.roof_source})"
+        if timed and timed.peak_gbps:
+            head += f" · datasheet {timed.peak_gbps:.0f} GB/s"
+        lines += ["", head + " =="]
+        lines.append(_row([c[0] for c in COLUMNS]))
+        lines += [_row([fn(r) for _, _, fn in COLUMNS]) for r in recs]
+        lines += _pivot(recs)
+    lines += _summary(records)
+    return "\n".join(lines)
+
+
+def _pivot(recs: list[Record]) -> list[str]:
+    """GB/s (% of roof) with one column per impl: the comparison at a glance."""
+    timed = [r for r in recs if r.gbps is not None]
+    if not timed:
+        return []
+    impls = list(dict.fromkeys(_impl(r) for r in recs))
+    shapes = list(dict.fromkeys(r.shape_str for r in recs))
+    cell = {(r.shape_str, _impl(r)): r for r in recs}
+    width = max(14, *(len(i) for i in impls))
+
+    def show(r):
+        if r is None:
+            return ""
+        if r.gbps is None:
+            return status_label(r)
+        pct = f" ({r.pct_roof:.0f}%)" if r.pct_roof is not None else ""
+        flag = "" if r.status == "ok" else f" {status_label(r)}"
+        return f"{r.gbps:.0f}{pct}{flag}"
+
+    out = ["", "GB/s (% of roof)".ljust(13) + "  " + "  ".join(i.rjust(width) for i in impls)]
+    for s in shapes:
+        out.append(s.ljust(13) + "  " + "  ".join(show(cell.get((s, i))).rjust(width) for i in impls))
+    return out
+
+
+def _summary(records: list[Record]) -> list[str]:
+    counts: dict[str, int] = defaultdict(int)
+    for r in records:
+        counts[status_label(r)] += 1
+    lines = ["", "cases: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))]
+    if any(r.timer == "wall_interpreter" for r in records):
+        lines.append("* interpreter wall-clock time (TRITON_INTERPRET=1): correctness only, no bandwidth claimed")
+    if any(r.timer == "wall" for r in records):
+        lines.append("CPU wall-clock times: not GPU measurements")
+    problems = [r for r in records if r.status not in ("ok", "skipped")
+                and not (r.negative_control and r.status == "fail")]
+    for r in problems[:20]:
+        lines.append(f"  {status_label(r)} {r.op} {_impl(r)} {r.dtype} {r.shape_str}: {r.reason[:300]}")
+    if len(problems) > 20:
+        lines.append(f"  ... and {len(problems) - 20} more (see results.jsonl)")
+    skipped: dict[tuple[str, str], str] = {}
+    for r in records:
+        if r.status == "skipped":
+            skipped.setdefault((_impl(r), r.reason), r.op)
+    for (impl, reason), _op in sorted(skipped.items()):
+        lines.append(f"  skipped {impl}: {reason}")
+    return lines

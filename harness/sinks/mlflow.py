@@ -1,0 +1,270 @@
+"""MLflow, laid out for comparing implementations in the MLflow UI.
+
+    invocation run      one per `harness ...` call (child of tracking.parent_run_id if set)
+      series run        one per (op, impl, variant, dtype): metric ``gbps`` (row ops:
+                        ``gbps_C<cols>``) with step = compulsory bytes, so a chart of that
+                        metric draws GB/s against size, one line per implementation
+        case run        one per record: params op/impl/variant/dtype/shape, metrics
+                        gbps, pct_roof, median_us, errors...; tags status, gpu, record_id
+
+Filter with e.g. ``params.op = 'rmsnorm' and tags.gpu = 'NVIDIA H200'``.
+Uploading is idempotent: a case run carries its record's ``harness.record_id``, series and
+invocation runs their keys, and a series point is logged only if its step is not there yet,
+so uploading the same results.jsonl twice creates nothing new.
+A tracking server that does not answer is probed first (5 s) and HTTP retries are bounded,
+so a run never hangs on it; the records stay in results.jsonl for ``harness-upload``.
+"""
+from __future__ import annotations
+
+import os
+import time
+import urllib.error
+import urllib.request
+from datetime import datetime
+from pathlib import Path
+
+from harness.record import Record
+
+# MLflow's client retries an unreachable server for minutes per call by default.
+BOUNDED_RETRIES = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+                   "MLFLOW_HTTP_REQUEST_TIMEOUT": "15", "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.5"}
+
+RUN_STATUS = {"ok": "FINISHED", "skipped": "KILLED"}   # everything else: FAILED
+CASE_METRICS = ("median_us", "p10_us", "p90_us", "samples", "spread", "graph_us", "gbps",
+                "roof_gbps", "pct_roof", "peak_gbps", "pct_peak", "max_abs_err", "max_rel_err",
+                "tol_used", "n_distinct", "max_ulp_spread", "bytes")
+PROVENANCE_TAGS = ("host", "driver", "torch_cuda", "gpu_uuid", "sm_clock_mhz", "sm_clock_max_mhz",
+                   "container_image", "git_sha", "git_dirty")
+
+
+class TrackingUnavailable(RuntimeError):
+    pass
+
+
+def normalize_uri(uri: str) -> str:
+    """A relative sqlite path becomes absolute, so the store does not move with the cwd."""
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        path = Path(uri[len("sqlite:///"):]).resolve()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return f"sqlite:///{path}"
+    return uri
+
+
+def probe(uri: str, timeout: float = 5.0) -> None:
+    if not uri.startswith(("http://", "https://")):
+        return
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout) as resp:
+            if resp.status != 200:
+                raise TrackingUnavailable(f"{uri}/health answered HTTP {resp.status}")
+    except (urllib.error.URLError, OSError) as e:
+        raise TrackingUnavailable(f"tracking server {uri} is unreachable: {e}") from None
+
+
+def _ms(ts: str) -> int:
+    try:
+        return int(datetime.fromisoformat(ts).timestamp() * 1000)
+    except (TypeError, ValueError):
+        return int(time.time() * 1000)
+
+
+def _impl_label(r: Record) -> str:
+    return r.impl if r.variant == "-" else f"{r.impl}/{r.variant}"
+
+
+class MlflowLogger:
+    def __init__(self, uri: str, experiment: str, parent_run_id: str | None = None):
+        for k, v in BOUNDED_RETRIES.items():
+            os.environ.setdefault(k, v)
+        self.uri = normalize_uri(uri)
+        probe(self.uri)
+        try:
+            import mlflow  # noqa: F401
+            from mlflow.tracking import MlflowClient
+        except ImportError:
+            raise TrackingUnavailable("mlflow is not installed (pip install mlflow)") from None
+        self.client = MlflowClient(tracking_uri=self.uri)
+        self.parent_run_id = parent_run_id or None
+        self.experiment_id = self._experiment(experiment)
+        self._invocations: dict[str, str] = {}
+        self._series: dict[tuple, str] = {}
+        self._series_steps: dict[tuple[str, str], set[int]] = {}
+        self._records: set[str] = set()
+        self._scanned: set[str] = set()
+
+    def _experiment(self, name: str) -> str:
+        exp = self.client.get_experiment_by_name(name)
+        if exp is not None:
+            return exp.experiment_id
+        location = None
+        if self.uri.startswith("sqlite:///"):
+            location = (Path(self.uri[len("sqlite:///"):]).parent / "mlartifacts").as_uri()
+        try:
+            return self.client.create_experiment(name, artifact_location=location)
+        except Exception:  # noqa: BLE001 - created meanwhile by a concurrent job
+            exp = self.client.get_experiment_by_name(name)
+            if exp is None:
+                raise
+            return exp.experiment_id
+
+    # --- finding what is already there ---------------------------------------------
+    def _scan(self, invocation_id: str) -> None:
+        """Learn the runs an earlier upload of this invocation made (one paged search)."""
+        if invocation_id in self._scanned:
+            return
+        self._scanned.add(invocation_id)
+        token = None
+        while True:
+            page = self.client.search_runs(
+                [self.experiment_id], f"tags.`harness.invocation_id` = '{invocation_id}'",
+                max_results=5000, page_token=token)
+            for run in page:
+                tags = run.data.tags
+                kind = tags.get("harness.kind")
+                if kind == "invocation":
+                    self._invocations[invocation_id] = run.info.run_id
+                elif kind == "series":
+                    self._series[(invocation_id, tags.get("harness.series"))] = run.info.run_id
+                elif kind == "case":
+                    self._records.add(tags.get("harness.record_id"))
+            token = page.token
+            if not token:
+                break
+
+    # --- creating runs --------------------------------------------------------------
+    def invocation_run(self, invocation_id: str, first: Record, params: dict | None = None) -> str:
+        self._scan(invocation_id)
+        if invocation_id in self._invocations:
+            return self._invocations[invocation_id]
+        prov = first.provenance or {}
+        tags = {"harness.kind": "invocation", "harness.invocation_id": invocation_id,
+                "gpu": prov.get("gpu_name") or "cpu", "device": first.device,
+                "git_sha": str(prov.get("git_sha")), "mlflow.source.name": "kernel-harness"}
+        if self.parent_run_id:
+            tags["mlflow.parentRunId"] = self.parent_run_id
+        run = self.client.create_run(self.experiment_id, start_time=_ms(first.timestamp), tags=tags,
+                                     run_name=f"harness {first.timestamp[:19]} {invocation_id[:8]}")
+        run_id = run.info.run_id
+        if params:
+            from mlflow.entities import Param
+            self.client.log_batch(run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()])
+        self._invocations[invocation_id] = run_id
+        return run_id
+
+    def _series_run(self, r: Record) -> str:
+        series = "|".join(r.series_key)
+        key = (r.invocation_id, series)
+        if key not in self._series:
+            parent = self.invocation_run(r.invocation_id, r)
+            gpu = (r.provenance or {}).get("gpu_name") or "cpu"
+            tags = {"harness.kind": "series", "harness.invocation_id": r.invocation_id,
+                    "harness.series": series, "mlflow.parentRunId": parent, "op": r.op,
+                    "impl": r.impl, "variant": r.variant, "dtype": r.dtype, "gpu": gpu}
+            run = self.client.create_run(self.experiment_id, start_time=_ms(r.timestamp), tags=tags,
+                                         run_name=f"{r.op} · {_impl_label(r)} · {r.dtype}")
+            from mlflow.entities import Param
+            self.client.log_batch(run.info.run_id, params=[
+                Param("op", r.op), Param("impl", r.impl), Param("variant", r.variant),
+                Param("dtype", r.dtype)])
+            self._series[key] = run.info.run_id
+        return self._series[key]
+
+    def log(self, r: Record) -> bool:
+        """Log one record; False if it was there already."""
+        from mlflow.entities import Metric, Param, RunTag
+
+        self._scan(r.invocation_id)
+        if r.record_id in self._records:
+            return False
+        series_id = self._series_run(r)
+        ts = _ms(r.timestamp)
+        prov = r.provenance or {}
+        gpu = prov.get("gpu_name") or "cpu"
+        params = {"op": r.op, "impl": r.impl, "variant": r.variant, "dtype": r.dtype,
+                  "shape": r.shape_str, "device": r.device, "seed": r.seed,
+                  "bytes_read": r.bytes_read, "bytes_written": r.bytes_written,
+                  **{f"op.{k}": v for k, v in (r.params or {}).items()}}
+        if len(r.shape) == 2:
+            params.update(rows=r.shape[0], cols=r.shape[1])
+        else:
+            params.update(n=r.shape[0])
+        metrics = {k: getattr(r, k) for k in CASE_METRICS if getattr(r, k) is not None}
+        for flag in ("passed", "deterministic", "batch_invariant"):
+            if getattr(r, flag) is not None:
+                metrics[flag] = float(bool(getattr(r, flag)))
+        tags = {"harness.kind": "case", "harness.invocation_id": r.invocation_id,
+                "harness.record_id": r.record_id, "mlflow.parentRunId": series_id,
+                "status": r.status, "reason": r.reason[:5000], "gpu": gpu, "timer": r.timer,
+                "roof_kind": r.roof_kind, "roof_source": r.roof_source,
+                "negative_control": str(r.negative_control).lower(),
+                **{k: str(prov.get(k)) for k in PROVENANCE_TAGS if prov.get(k) is not None}}
+        run = self.client.create_run(self.experiment_id, start_time=ts, tags=tags,
+                                     run_name=f"{r.op} {_impl_label(r)} {r.dtype} {r.shape_str}")
+        run_id = run.info.run_id
+        self.client.log_batch(
+            run_id,
+            metrics=[Metric(k, float(v), ts, 0) for k, v in metrics.items()],
+            params=[Param(k, str(v)) for k, v in params.items()],
+            tags=[])
+        self.client.set_terminated(run_id, RUN_STATUS.get(r.status, "FAILED"), end_time=ts + 1)
+        self._records.add(r.record_id)
+        if r.gbps is not None:
+            self._series_point(series_id, r, ts)
+        return True
+
+    def _series_point(self, series_id: str, r: Record, ts: int) -> None:
+        """One point of GB/s against size; row ops get one line per row length."""
+        from mlflow.entities import Metric
+
+        suffix = f"_C{r.shape[1]}" if len(r.shape) == 2 else ""
+        key = f"gbps{suffix}"
+        seen = self._series_steps.get((series_id, key))
+        if seen is None:
+            seen = {m.step for m in self.client.get_metric_history(series_id, key)}
+            self._series_steps[(series_id, key)] = seen
+        if r.bytes in seen:
+            return
+        points = [Metric(key, float(r.gbps), ts, r.bytes)]
+        if r.pct_roof is not None:
+            points.append(Metric(f"pct_roof{suffix}", float(r.pct_roof), ts, r.bytes))
+        self.client.log_batch(series_id, metrics=points)
+        seen.add(r.bytes)
+
+    def finish(self, invocation_id: str, artifacts: list[Path], summary: dict[str, float]) -> None:
+        run_id = self._invocations.get(invocation_id)
+        if run_id is None:
+            return
+        from mlflow.entities import Metric
+        now = int(time.time() * 1000)
+        self.client.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in summary.items()])
+        for path in artifacts:
+            if Path(path).exists():
+                self.client.log_artifact(run_id, str(path))
+        self.client.set_terminated(run_id, "FINISHED")
+
+    def run_url(self, invocation_id: str) -> str | None:
+        run_id = self._invocations.get(invocation_id)
+        if run_id is None:
+            return None
+        if self.uri.startswith("http"):
+            return f"{self.uri.rstrip('/')}/#/experiments/{self.experiment_id}/runs/{run_id}"
+        return f"experiment {self.experiment_id}, run {run_id}"
+
+
+def upload(records: list[Record], uri: str, experiment: str, parent_run_id: str | None = None
+           ) -> tuple[int, int]:
+    """Upload records (from one or more invocations); returns (new, already there)."""
+    logger = MlflowLogger(uri, experiment, parent_run_id)
+    new = old = 0
+    for r in records:
+        if logger.log(r):
+            new += 1
+        else:
+            old += 1
+    for inv in {r.invocation_id for r in records}:
+        run_id = logger._invocations.get(inv)
+        if run_id:
+            run = logger.client.get_run(run_id)
+            if run.info.status == "RUNNING":
+                logger.client.set_terminated(run_id, "FINISHED")
+    return new, old

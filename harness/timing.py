@@ -1,0 +1,159 @@
+"""Timing a launcher: CUDA events on a GPU, the wall clock on a CPU.
+
+On a GPU each sample is: a spin kernel, an L2 flush, start event, the launch, end event.
+- The flush *reads* a buffer twice the size of L2, so the kernel starts with a cold
+  cache. A write-based flush (``buf.zero_()``) would leave L2 full of dirty lines whose
+  write-back then lands inside the timed kernel and costs it bandwidth.
+- The spin kernel (``torch.cuda._sleep``) keeps the GPU busy while the CPU queues the
+  flush and the launch behind it, so host launch overhead does not sit between the start
+  event and the kernel. What is timed is the GPU's work for one launch.
+Samples are taken in batches until the spread (p90 - p10) / median is small enough, or
+the per-case time budget or the sample cap is reached. Small cases are also timed as a
+CUDA graph of back-to-back launches (warm L2, no launch gaps): ``graph_us`` per launch.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class TimingBudget:
+    warmup_ms: float = 25.0
+    min_samples: int = 10
+    max_samples: int = 2000
+    max_seconds: float = 1.0
+    target_spread: float = 0.02
+    graph_below_bytes: int = 16 << 20
+    graph_launches: int = 50
+
+
+@dataclass
+class Timing:
+    timer: str                  # cuda_events | wall | wall_interpreter
+    median_us: float
+    p10_us: float
+    p90_us: float
+    samples: int
+    spread: float               # (p90 - p10) / median
+    graph_us: float | None = None
+    graph_note: str = ""
+
+
+def _quantile(sorted_xs: list[float], q: float) -> float:
+    if len(sorted_xs) == 1:
+        return sorted_xs[0]
+    pos = q * (len(sorted_xs) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_xs) - 1)
+    return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
+
+
+def summarize(samples_us: list[float], timer: str) -> Timing:
+    xs = sorted(samples_us)
+    med = statistics.median(xs)
+    p10, p90 = _quantile(xs, 0.10), _quantile(xs, 0.90)
+    return Timing(timer, med, p10, p90, len(xs), (p90 - p10) / med if med > 0 else 0.0)
+
+
+def _done(samples: list[float], budget: TimingBudget, started: float) -> bool:
+    n = len(samples)
+    if n >= budget.max_samples or time.perf_counter() - started >= budget.max_seconds:
+        return True
+    if n < budget.min_samples:
+        return False
+    t = summarize(samples, "")
+    return t.spread <= budget.target_spread
+
+
+class CudaTimer:
+    SPIN_CYCLES = 200_000  # ~0.1 ms at ~2 GHz: longer than queueing one sample takes
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        l2 = torch.cuda.get_device_properties(device).L2_cache_size
+        self.flush_buf = torch.ones(max(2 * l2, 32 << 20) // 4, dtype=torch.float32, device=device)
+        self.flush_out = torch.empty((), dtype=torch.float32, device=device)
+
+    def flush(self) -> None:
+        torch.sum(self.flush_buf, dim=0, out=self.flush_out)   # read-only sweep: evicts, dirties nothing
+
+    def time(self, launch, budget: TimingBudget, nbytes: int) -> Timing:
+        torch.cuda.synchronize(self.device)
+        t0 = time.perf_counter()
+        launch()
+        torch.cuda.synchronize(self.device)
+        while (time.perf_counter() - t0) * 1e3 < budget.warmup_ms:
+            launch()
+            torch.cuda.synchronize(self.device)
+        samples: list[float] = []
+        started = time.perf_counter()
+        batch = 5
+        while not _done(samples, budget, started):
+            events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                      for _ in range(batch)]
+            for start, end in events:
+                torch.cuda._sleep(self.SPIN_CYCLES)
+                self.flush()
+                start.record()
+                launch()
+                end.record()
+            torch.cuda.synchronize(self.device)
+            samples += [s.elapsed_time(e) * 1e3 for s, e in events]
+            batch = min(batch * 2, 100)
+        timing = summarize(samples, "cuda_events")
+        if nbytes < budget.graph_below_bytes:
+            timing.graph_us, timing.graph_note = self._graph(launch, budget.graph_launches)
+        return timing
+
+    def _graph(self, launch, n: int) -> tuple[float | None, str]:
+        """Per-launch time of ``n`` back-to-back launches replayed as one CUDA graph."""
+        try:
+            side = torch.cuda.Stream(self.device)
+            side.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(side):
+                for _ in range(3):
+                    launch()
+            torch.cuda.current_stream(self.device).wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                for _ in range(n):
+                    launch()
+            graph.replay()
+            torch.cuda.synchronize(self.device)
+            per_launch = []
+            for _ in range(10):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                graph.replay()
+                end.record()
+                torch.cuda.synchronize(self.device)
+                per_launch.append(start.elapsed_time(end) * 1e3 / n)
+            return statistics.median(per_launch), f"{n} launches per graph, L2 warm"
+        except Exception as e:  # noqa: BLE001 - some launchers cannot be captured
+            torch.cuda.synchronize(self.device)
+            return None, f"graph capture failed: {type(e).__name__}: {str(e)[:200]}"
+
+
+class WallTimer:
+    """CPU: the wall clock around each launch. Labelled as such, never called a GPU time."""
+
+    def __init__(self, interpreter: bool = False):
+        self.label = "wall_interpreter" if interpreter else "wall"
+
+    def time(self, launch, budget: TimingBudget, nbytes: int) -> Timing:
+        launch()
+        samples: list[float] = []
+        started = time.perf_counter()
+        while not _done(samples, budget, started):
+            t = time.perf_counter_ns()
+            launch()
+            samples.append((time.perf_counter_ns() - t) / 1e3)
+        return summarize(samples, self.label)
+
+
+def timer_for(device: torch.device, interpreter: bool = False):
+    return CudaTimer(device) if device.type == "cuda" else WallTimer(interpreter)

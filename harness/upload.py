@@ -1,0 +1,68 @@
+"""harness-upload: send results.jsonl files to MLflow, e.g. after the server was down.
+
+    harness-upload outputs/2026-11-29/12-00-00/results.jsonl --tracking-uri http://mlflow:5000
+    harness-upload multirun/2026-11-29/         # every results.jsonl below a folder
+
+Idempotent: records already uploaded (same record_id) are skipped, so it is safe to run
+after every job, or twice.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from harness.sinks import jsonl
+from harness.sinks.mlflow import TrackingUnavailable, upload
+
+
+def find_files(paths: list[str]) -> list[Path]:
+    files = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files += sorted(p.rglob("results.jsonl"))
+        elif p.exists():
+            files.append(p)
+        else:
+            raise FileNotFoundError(f"{p}: no such file or folder")
+    return files
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="harness-upload", description=__doc__.split("\n\n")[0])
+    ap.add_argument("paths", nargs="+", help="results.jsonl files, or folders to search for them")
+    ap.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db"),
+                    help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or sqlite:///mlflow.db)")
+    ap.add_argument("--experiment", default="kernel-harness")
+    ap.add_argument("--parent-run-id", default=os.environ.get("HARNESS_PARENT_RUN_ID"),
+                    help="log invocations under this run (the nightly job's run)")
+    args = ap.parse_args(argv)
+    try:
+        files = find_files(args.paths)
+    except FileNotFoundError as e:
+        print(f"harness-upload: error: {e}", file=sys.stderr)
+        return 2
+    if not files:
+        print(f"harness-upload: error: no results.jsonl under {', '.join(args.paths)}", file=sys.stderr)
+        return 2
+    total_new = total_old = 0
+    for f in files:
+        try:
+            records = jsonl.read(f)
+            new, old = upload(records, args.tracking_uri, args.experiment, args.parent_run_id)
+        except TrackingUnavailable as e:
+            print(f"harness-upload: error: {e}; nothing uploaded from {f}, try again later", file=sys.stderr)
+            return 1
+        except ValueError as e:
+            print(f"harness-upload: error: {e}", file=sys.stderr)
+            return 2
+        print(f"{f}: {new} uploaded, {old} already there")
+        total_new += new
+        total_old += old
+    print(f"total: {total_new} uploaded, {total_old} already there, to {args.tracking_uri}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""Process isolation: cases run in a worker process, so that a kernel that crashes the
+process, corrupts the CUDA context (an illegal address is sticky for the whole process)
+or hangs costs only its own case. The worker is restarted after such a case; the case
+gets a ``crash``, ``timeout`` or ``error`` record, and the next case runs in a fresh one.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+import traceback
+
+import torch
+
+from harness.record import Record
+from harness.runner import CaseSpec, Runner, Settings, base_record
+
+# Errors after which a CUDA context is unusable: the worker must be replaced.
+STICKY = ("illegal memory access", "illegal instruction", "misaligned address",
+          "unspecified launch failure", "device-side assert", "CUDA error", "AcceleratorError")
+
+
+def _serve(conn, device: str, settings: Settings) -> None:
+    try:
+        runner = Runner(torch.device(device), settings)
+        conn.send(("ready", {"roof": runner.roof.__dict__ if runner.roof else None,
+                             "roof_error": runner.roof_error, "provenance": runner.provenance}))
+    except Exception as e:  # noqa: BLE001
+        conn.send(("failed", f"worker start failed: {type(e).__name__}: {e}\n{traceback.format_exc()}"))
+        return
+    while True:
+        spec = conn.recv()
+        if spec is None:
+            return
+        conn.send(("record", runner.run(spec).as_dict()))
+
+
+class IsolatedRunner:
+    """Runs cases in a worker process with a per-case timeout; restarts it when needed."""
+
+    def __init__(self, device: torch.device, settings: Settings, case_timeout_s: float,
+                 start_timeout_s: float = 900.0):
+        self.device, self.settings = device, settings
+        self.case_timeout_s, self.start_timeout_s = case_timeout_s, start_timeout_s
+        self.ctx = mp.get_context("spawn")
+        self.proc = None
+        self.conn = None
+        self.info: dict = {}
+
+    def _start(self) -> None:
+        parent, child = self.ctx.Pipe()
+        self.proc = self.ctx.Process(target=_serve, args=(child, str(self.device), self.settings),
+                                     daemon=True, name="harness-worker")
+        self.proc.start()
+        child.close()
+        self.conn = parent
+        if not parent.poll(self.start_timeout_s):
+            self.stop()
+            raise RuntimeError(f"the worker did not start within {self.start_timeout_s:.0f} s")
+        kind, payload = parent.recv()
+        if kind != "ready":
+            self.stop()
+            raise RuntimeError(payload)
+        self.info = payload
+
+    def stop(self) -> None:
+        if self.conn is not None:
+            try:
+                self.conn.send(None)
+            except (OSError, EOFError):
+                pass
+        if self.proc is not None:
+            self.proc.join(timeout=10)
+            if self.proc.is_alive():
+                self.proc.kill()
+                self.proc.join(timeout=10)
+        self.proc = self.conn = None
+
+    def _kill(self) -> None:
+        if self.proc is not None and self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(timeout=10)
+        self.proc = self.conn = None
+
+    def _record(self, spec: CaseSpec) -> Record:
+        return base_record(spec, self.device, self.settings, self.info.get("provenance", {}))
+
+    def run(self, spec: CaseSpec) -> Record:
+        try:
+            if self.proc is None:
+                self._start()
+        except Exception as e:  # noqa: BLE001
+            rec = self._record(spec)
+            rec.status, rec.reason = "error", f"{e}"
+            return rec
+        started = time.monotonic()
+        try:
+            self.conn.send(spec)
+            if not self.conn.poll(self.case_timeout_s):
+                self._kill()
+                rec = self._record(spec)
+                rec.status = "timeout"
+                rec.reason = (f"no result within case_timeout_s={self.case_timeout_s:.0f} s; "
+                              "the worker was killed (a hang, or raise case_timeout_s)")
+                return rec
+            _, payload = self.conn.recv()
+        except (EOFError, OSError, BrokenPipeError):
+            code = self.proc.exitcode if self.proc is not None else None
+            if self.proc is not None:
+                self.proc.join(timeout=5)
+                code = self.proc.exitcode
+            self._kill()
+            rec = self._record(spec)
+            rec.status = "crash"
+            rec.reason = (f"the worker process died during this case (exit code {code}, "
+                          f"after {time.monotonic() - started:.1f} s); the next case runs in a new one")
+            return rec
+        rec = Record.from_dict(payload)
+        if rec.status == "error" and any(s in rec.reason for s in STICKY):
+            self._kill()   # the CUDA context is poisoned: the next case gets a fresh process
+            rec.reason += " [worker restarted: the CUDA context cannot be trusted after this]"
+        return rec
+

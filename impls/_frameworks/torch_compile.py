@@ -1,0 +1,39 @@
+"""torch.compile (Inductor) as a peer: the eager function of each op, compiled.
+
+Shapes are static (``dynamic=False``): each shape gets its own specialised kernels, as
+a serving stack that compiles per shape would. Compilation happens in ``bind``'s first
+launch (the checks), never in the timed region. ``fullgraph=True`` makes a graph break
+an error instead of a silent fall-back to eager.
+"""
+import shutil
+
+import torch
+
+from harness.registry import Framework
+
+
+class TorchCompile(Framework):
+    name = "torch_compile"
+
+    def unusable(self, device):
+        if device.type == "cpu" and not (shutil.which("g++") or shutil.which("c++")):
+            return "torch.compile on CPU needs a C++ compiler (g++), and none is on PATH"
+        if device.type == "cuda":
+            try:
+                import triton  # noqa: F401  (Inductor generates Triton kernels on CUDA)
+            except ImportError as e:
+                return f"torch.compile on CUDA needs triton: {e}"
+        return None
+
+
+def compiled(fn):
+    """``fn`` compiled once per process (Dynamo caches per code object and shape)."""
+    # Every shape and dtype of a sweep is a recompile of the same code object: lift the
+    # limit so that a long sweep never silently falls back to eager.
+    torch._dynamo.config.cache_size_limit = 4096
+    if hasattr(torch._dynamo.config, "recompile_limit"):
+        torch._dynamo.config.recompile_limit = 4096
+    cache = compiled.__dict__.setdefault("cache", {})
+    if fn not in cache:
+        cache[fn] = torch.compile(fn, dynamic=False, fullgraph=True)
+    return cache[fn]

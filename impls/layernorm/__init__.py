@@ -1,0 +1,72 @@
+"""LayerNorm over the last dim: y = (x - mean) / sqrt(var + eps) · g + b, statistics in fp32.
+Compulsory bytes 2·R·H·s + 2·H·s (read x, write y, read g and b once).
+
+Variants differ in how the variance is formed:
+  welford    running (count, mean, M2) merged pairwise (Chan et al.): stable, one read
+  two_pass   mean first, then sum((x - mean)²): stable, reads x twice unless the row is on chip
+  naive      E[x²] - E[x]² in one pass: cancels catastrophically when |mean| >> std.
+             A labelled NEGATIVE CONTROL: the 'large_mean' inputs must make it fail.
+"""
+import torch
+
+from harness.registry import Op
+from impls._common import pick, randn, rounding_tolerances
+
+
+class LayerNorm(Op):
+    name = "layernorm"
+    ndim = 2
+    variants = ("welford", "two_pass", "naive")
+    negative_controls = ("naive",)
+    row_op = True
+    semantics = "y = (x - mean) * rsqrt(var + eps) * g + b (biased variance)"
+    # A correct fp32 mean still errs by ~log2(H)·u32 of the row's mean |x|, which x - mean
+    # passes on to every element: error_scale is that magnitude, atol 64 ulp of it.
+    tolerances = rounding_tolerances(
+        roundings=2, fp32_ulps=32, scaled_ulps=64,
+        why="output rounding + one intermediate; the mean's own fp32 error (~log2(H) ulp of "
+            "|x|) scaled by rstd")
+    adversarial = {
+        "large_mean": "x = 1000 + N(0, 1): E[x²] - E[x]² cancels ~6 digits in fp32",
+        "constant_rows": "rows with one repeated value: var = 0, y = b exactly (naive: var < 0 -> NaN)",
+    }
+
+    def __init__(self, eps: float = 1e-5, **params):
+        super().__init__(eps=eps, **params)
+        self.eps = float(eps)
+
+    def make_case(self, case, shape, dtype, gen, device):
+        rows, hidden = shape
+        if case == "large_mean":
+            x = randn(shape, dtype, gen, device, mean=1000.0)
+        else:
+            x = randn(shape, dtype, gen, device)
+        if case == "constant_rows":
+            r = pick(rows, max(1, rows // 4), gen, device)
+            x[r] = randn((r.numel(), 1), dtype, gen, device, mean=300.0, std=100.0)
+        weight = randn((hidden,), dtype, gen, device, mean=1.0, std=0.1)
+        bias = randn((hidden,), dtype, gen, device, std=0.1)
+        return {"x": x, "weight": weight, "bias": bias, "eps": self.eps}
+
+    def make_output(self, inputs):
+        return torch.empty_like(inputs["x"])
+
+    def reference(self, x, weight, bias, eps):
+        x = x.to(torch.float64)
+        mean = x.mean(dim=-1, keepdim=True)
+        var = (x - mean).square().mean(dim=-1, keepdim=True)
+        return (x - mean) * torch.rsqrt(var + eps) * weight.to(torch.float64) + bias.to(torch.float64)
+
+    def error_scale(self, inputs, ref):
+        """A correct fp32 mean errs by ~log2(H) ulp of the row's mean |x|; x - mean passes
+        that error on, times rstd and g, to every element, however small x - mean is."""
+        x = inputs["x"].to(torch.float64)
+        mean = x.mean(dim=-1, keepdim=True)
+        rstd = torch.rsqrt((x - mean).square().mean(dim=-1, keepdim=True) + inputs["eps"])
+        magnitude = (x - mean).abs() + x.abs().mean(dim=-1, keepdim=True)
+        return magnitude * rstd * inputs["weight"].to(torch.float64).abs()
+
+    def bytes_moved(self, shape, dtype):
+        rows, hidden = shape
+        n = rows * hidden * dtype.itemsize
+        return n + 2 * hidden * dtype.itemsize, n

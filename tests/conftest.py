@@ -1,0 +1,26 @@
+import os
+
+import pytest
+import torch
+
+# Keep the roof cache and the MLflow stores of the tests out of the user's home.
+os.environ.setdefault("HARNESS_CACHE", "/tmp/kernel-harness-test-cache")
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (run on the GPU machine)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def cpu_runner():
+    from harness.runner import Runner, Settings
+    from harness.timing import TimingBudget
+    settings = Settings(seeds=3, base_seed=1234, determinism_runs=3,
+                        budget=TimingBudget(warmup_ms=0, min_samples=1, max_samples=3, max_seconds=0.05),
+                        roof_bytes=16 << 20, roof_cache=False, invocation_id="test")
+    return Runner(torch.device("cpu"), settings)

@@ -1,0 +1,81 @@
+"""Every implementation usable on this CPU (eager, torch_compile, Triton under its
+interpreter, ...) against the float64 reference: regular, irregular and adversarial inputs,
+all three dtypes, through the harness's own checks (NaN-poisoned output, fresh seeds)."""
+import pytest
+import torch
+
+from harness import registry
+from harness.checks import result_of
+from harness.runner import CaseSpec
+
+CPU = torch.device("cpu")
+OPS = registry.ops()
+FRAMEWORKS = registry.frameworks()
+for _fw in FRAMEWORKS.values():
+    _fw.prepare(CPU)
+
+# Regular, ragged (not a multiple of any block) and single-element/row shapes.
+SHAPES = {1: [(1,), (4096,), (66001,)], 2: [(1, 1), (4, 4096), (37, 781)]}
+
+
+def usable_impls():
+    found = []
+    for op in OPS:
+        names = [n for n in registry.impl_modules(op)
+                 if n in FRAMEWORKS and FRAMEWORKS[n].unusable(CPU) is None]
+        impls, failures = registry.load_impls(op, names)
+        assert not failures, failures
+        found += [i.key for i in impls if i.impl != "broken"]
+    return found
+
+
+IMPLS = usable_impls()
+
+
+def test_the_cpu_covers_eager_and_torch_compile_for_every_op():
+    for op in OPS:
+        assert (op, "eager") in {(k[0], k[1]) for k in IMPLS}
+        assert (op, "torch_compile") in {(k[0], k[1]) for k in IMPLS}
+
+
+@pytest.mark.parametrize("key", IMPLS, ids=lambda k: "-".join(k))
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_impl_matches_float64_reference(cpu_runner, key, dtype):
+    op, impl, variant = key
+    spec = OPS[op]
+    for shape in SHAPES[spec.ndim]:
+        rec = cpu_runner.run(CaseSpec(op, impl, variant, dtype, shape))
+        assert rec.status in ("ok", "fail"), f"{shape}: {rec.status}: {rec.reason}\n{rec.traceback}"
+        random_checks = [c for c in rec.checks if c["case"] == "random"]
+        assert len(random_checks) >= 3 and all(c["passed"] for c in random_checks), rec.reason
+        if variant in spec.negative_controls:
+            continue   # expected to fail adversarial inputs: test_negative_controls_fail
+        assert rec.passed, f"{op}/{impl}/{variant} {dtype} {shape}: {rec.reason}"
+        assert len(rec.checks) == 3 + len(spec.adversarial)
+
+
+def test_negative_controls_fail_their_adversarial_inputs(cpu_runner):
+    found = [k for k in IMPLS if k[2] in OPS[k[0]].negative_controls]
+    assert found, "no negative control is usable on the CPU"
+    for op, impl, variant in found:
+        rec = cpu_runner.run(CaseSpec(op, impl, variant, "float32", (8, 4096)))
+        assert rec.status == "fail" and rec.negative_control
+        failed = {c["case"] for c in rec.checks if not c["passed"]}
+        assert "large_mean" in failed, rec.checks
+        assert "negative control failed as expected" in rec.reason
+
+
+@pytest.mark.parametrize("impl", sorted({k[1] for k in IMPLS if k[0] == "softmax"}))
+def test_softmax_properties(impl):
+    """Rows sum to 1, and adding a constant to a row changes nothing."""
+    variants = [k[2] for k in IMPLS if k[0] == "softmax" and k[1] == impl]
+    spec = OPS["softmax"]()
+    for variant in variants:
+        bind = registry.registered()[("softmax", impl, variant)].bind
+        x = spec.inputs((9, 1500), torch.float32, CPU, seed=3)["x"]
+        out = torch.empty_like(x)
+        y = result_of(bind(x=x, out=out), out).clone()
+        torch.testing.assert_close(y.sum(-1), torch.ones(9), rtol=0, atol=1e-5)
+        out2 = torch.empty_like(x)
+        y2 = result_of(bind(x=x + 100, out=out2), out2)
+        torch.testing.assert_close(y2, y, rtol=1e-4, atol=1e-6)

@@ -1,0 +1,121 @@
+"""JSONL, the console table, and MLflow against a real sqlite store; upload after an outage."""
+import socket
+
+import pytest
+
+from harness.record import Record
+from harness.sinks import console, jsonl
+from harness.sinks.mlflow import MlflowLogger, TrackingUnavailable, upload
+from harness.upload import main as upload_main
+
+
+def records(invocation="inv1", n=3):
+    out = []
+    for i, shape in enumerate([[1, 4096], [16, 4096], [32768, 4096]][:n]):
+        out.append(Record(op="rmsnorm", impl="triton", variant="-", dtype="bfloat16", shape=shape,
+                          status="ok", bytes=2 ** (12 + 4 * i), bytes_read=2 ** (11 + 4 * i),
+                          bytes_written=2 ** (11 + 4 * i), median_us=10.0 + i, gbps=100.0 * (i + 1),
+                          pct_roof=10.0 * (i + 1), roof_gbps=4000, passed=True, deterministic=True,
+                          n_distinct=1, invocation_id=invocation, provenance={"gpu_name": "NVIDIA H200"}))
+    out.append(Record(op="rmsnorm", impl="cupy", variant="-", dtype="bfloat16", shape=[16, 4096],
+                      status="skipped", reason="cupy is not installed", invocation_id=invocation))
+    return out
+
+
+def test_jsonl_round_trip(tmp_path):
+    written = records()
+    sink = jsonl.JsonlSink(tmp_path / "s" / "results.jsonl")
+    for r in written:
+        sink.write(r)
+    back = jsonl.read(tmp_path / "s" / "results.jsonl")
+    assert [r.as_dict() for r in back] == [r.as_dict() for r in written]
+    assert back[0].shape == [1, 4096] and back[-1].status == "skipped"
+
+
+def test_jsonl_rejects_garbage_with_the_line_number(tmp_path):
+    p = tmp_path / "results.jsonl"
+    p.write_text('{"op": "copy", "impl": "eager", "variant": "-", "dtype": "float32", "shape": [1]}\nnot json\n')
+    with pytest.raises(ValueError, match=":2:"):
+        jsonl.read(p)
+
+
+def test_console_table_reads_at_a_glance():
+    text = console.render(records())
+    assert "rmsnorm · bfloat16" in text and "GB/s (% of roof)" in text
+    assert "32768x4096" in text and "300 (30%)" in text
+    assert "skipped cupy: cupy is not installed" in text
+
+
+def mlflow_runs(uri, kind=None):
+    from mlflow.tracking import MlflowClient
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("kernel-harness")
+    flt = f"tags.`harness.kind` = '{kind}'" if kind else ""
+    return client, client.search_runs([exp.experiment_id], flt, max_results=1000)
+
+
+def test_mlflow_layout_in_a_real_sqlite_store(tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    recs = records()
+    logger = MlflowLogger(uri, "kernel-harness")
+    for r in recs:
+        assert logger.log(r)
+    logger.finish("inv1", [], {"n_ok": 3})
+    client, cases = mlflow_runs(uri, "case")
+    assert len(cases) == 4
+    big = next(c for c in cases if c.data.params["shape"] == "32768x4096")
+    assert big.data.params["impl"] == "triton" and big.data.params["rows"] == "32768"
+    assert big.data.metrics["gbps"] == 300.0 and big.data.metrics["pct_roof"] == 30.0
+    assert big.data.tags["gpu"] == "NVIDIA H200" and big.data.tags["status"] == "ok"
+    _, series = mlflow_runs(uri, "series")
+    triton = next(s for s in series if s.data.tags["impl"] == "triton")
+    history = client.get_metric_history(triton.info.run_id, "gbps_C4096")
+    assert sorted((m.step, m.value) for m in history) == [(4096, 100.0), (65536, 200.0), (1048576, 300.0)]
+    _, inv = mlflow_runs(uri, "invocation")
+    assert len(inv) == 1 and inv[0].info.status == "FINISHED"
+    assert big.data.tags["mlflow.parentRunId"] == triton.info.run_id
+    assert triton.data.tags["mlflow.parentRunId"] == inv[0].info.run_id
+
+
+def test_upload_is_idempotent(tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    recs = records("inv2")
+    assert upload(recs[:2], uri, "kernel-harness") == (2, 0)
+    assert upload(recs, uri, "kernel-harness") == (2, 2)     # a fresh client finds the first two
+    client, cases = mlflow_runs(uri, "case")
+    assert len(cases) == 4
+    _, series = mlflow_runs(uri, "series")
+    triton = next(s for s in series if s.data.tags["impl"] == "triton")
+    assert len(client.get_metric_history(triton.info.run_id, "gbps_C4096")) == 3
+
+
+def closed_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_an_unreachable_server_is_reported_at_once(tmp_path):
+    import time
+    t = time.monotonic()
+    with pytest.raises(TrackingUnavailable, match="unreachable"):
+        MlflowLogger(f"http://127.0.0.1:{closed_port()}", "kernel-harness")
+    assert time.monotonic() - t < 10
+
+
+def test_upload_command_after_an_outage(tmp_path, capsys):
+    path = tmp_path / "results.jsonl"
+    sink = jsonl.JsonlSink(path)
+    for r in records("inv3"):
+        sink.write(r)
+    down = f"http://127.0.0.1:{closed_port()}"
+    assert upload_main([str(path), "--tracking-uri", down]) == 1
+    assert "unreachable" in capsys.readouterr().err
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    assert upload_main([str(tmp_path), "--tracking-uri", uri]) == 0
+    assert "4 uploaded, 0 already there" in capsys.readouterr().out
+    assert upload_main([str(path), "--tracking-uri", uri]) == 0
+    assert "0 uploaded, 4 already there" in capsys.readouterr().out
+    assert upload_main([str(tmp_path / "nope"), "--tracking-uri", uri]) == 2
