@@ -81,13 +81,22 @@ def run(cfg: DictConfig) -> int:
           f"seed={seed}, results -> {jsonl.path}", flush=True)
     runner = None
     records: list[Record] = []
+    interrupted = False
     for i, spec in enumerate(the_plan.cases, 1):
-        if spec.skip_reason:
+        if spec.skip_reason or interrupted:
             rec = base_record(spec, device, settings, {})
+            if interrupted:
+                rec.status, rec.reason = "skipped", "the run was interrupted (SIGINT) before this case"
         else:
-            if runner is None:
-                runner = _runner(cfg, device, settings)
-            rec = runner.run(spec)
+            try:
+                if runner is None:
+                    runner = _runner(cfg, device, settings)
+                rec = runner.run(spec)
+            except KeyboardInterrupt:
+                interrupted = True
+                print("harness: interrupted: the remaining cases are recorded as skipped", file=sys.stderr)
+                rec = base_record(spec, device, settings, {})
+                rec.status, rec.reason = "error", "interrupted (SIGINT) while this case ran"
         rec.invocation_id = invocation_id
         jsonl.write(rec)
         records.append(rec)
@@ -100,7 +109,7 @@ def run(cfg: DictConfig) -> int:
                 print(f"harness: {tracker_note}; the rest stays in {jsonl.path}", file=sys.stderr)
                 tracker = None
     if runner is not None and hasattr(runner, "stop"):
-        runner.stop()
+        runner.stop(kill=interrupted)
 
     table = console.render(records)
     print(table)

@@ -60,6 +60,7 @@ class Record:
     # identity and provenance
     seed: int | None = None
     params: dict[str, Any] = field(default_factory=dict)
+    impl_config: dict[str, Any] = field(default_factory=dict)   # the launch config an impl chose
     provenance: dict[str, Any] = field(default_factory=dict)
     traceback: str = ""
     invocation_id: str = ""

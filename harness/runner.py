@@ -99,6 +99,7 @@ class Runner:
             dtype = DTYPES[spec.dtype]
             impl = self._impl(spec)
             launch, inputs, out = self._check(rec, op, impl, spec.shape, dtype)
+            rec.impl_config = dict(getattr(launch, "config", {}))
             self._repeatability(rec, op, impl, launch, inputs, out)
             self._time(rec, launch, self.frameworks[spec.impl].interpreted(self.device))
             rec.status = "ok" if rec.passed else "fail"

@@ -62,7 +62,10 @@ class IsolatedRunner:
             raise RuntimeError(payload)
         self.info = payload
 
-    def stop(self) -> None:
+    def stop(self, kill: bool = False) -> None:
+        if kill:
+            self._kill()
+            return
         if self.conn is not None:
             try:
                 self.conn.send(None)

@@ -1,17 +1,12 @@
 """The checks themselves: each deliberately broken impl must be caught, and only for what
 is wrong with it."""
-import os
-
 import pytest
 import torch
 
-os.environ["HARNESS_PLUGINS"] = "tests.plugins.broken"
-
-from harness import checks, registry  # noqa: E402
-from harness.registry import Tol  # noqa: E402
-from harness.runner import CaseSpec  # noqa: E402
-
-registry.load_plugins()
+import tests.plugins.broken  # noqa: F401  (registers the broken impls in this process)
+from harness import checks
+from harness.registry import Tol
+from harness.runner import CaseSpec
 
 
 def run(cpu_runner, variant, dtype="float32", shape=(16, 1000)):

@@ -14,8 +14,8 @@ FRAMEWORKS = registry.frameworks()
 for _fw in FRAMEWORKS.values():
     _fw.prepare(CPU)
 
-# Regular, ragged (not a multiple of any block) and single-element/row shapes.
-SHAPES = {1: [(1,), (4096,), (66001,)], 2: [(1, 1), (4, 4096), (37, 781)]}
+# Regular, ragged (not a multiple of any block), single-element/row and long-row shapes.
+SHAPES = {1: [(1,), (4096,), (66001,)], 2: [(1, 1), (4, 4096), (37, 781), (2, 40000)]}  # 40000: longer than a row on chip
 
 
 def usable_impls():

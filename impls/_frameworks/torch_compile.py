@@ -1,9 +1,10 @@
 """torch.compile (Inductor) as a peer: the eager function of each op, compiled.
 
-Shapes are static (``dynamic=False``): each shape gets its own specialised kernels, as
-a serving stack that compiles per shape would. Compilation happens in ``bind``'s first
-launch (the checks), never in the timed region. ``fullgraph=True`` makes a graph break
-an error instead of a silent fall-back to eager.
+Shapes are static, except the row count of row ops (``rows_dynamic``): a serving stack
+sees varying batch sizes and fixed hidden sizes, and so do our Triton kernels (compiled
+per hidden size and dtype, rows a runtime argument). Compilation happens in ``bind``'s
+first launch (the checks), never in the timed region. ``fullgraph=True`` makes a graph
+break an error instead of a silent fall-back to eager.
 """
 import shutil
 
@@ -33,7 +34,15 @@ def compiled(fn):
     torch._dynamo.config.cache_size_limit = 4096
     if hasattr(torch._dynamo.config, "recompile_limit"):
         torch._dynamo.config.recompile_limit = 4096
+    # Only dims marked by rows_dynamic are dynamic; a new N of a 1-D op is a new static kernel.
+    torch._dynamo.config.automatic_dynamic_shapes = False
     cache = compiled.__dict__.setdefault("cache", {})
     if fn not in cache:
-        cache[fn] = torch.compile(fn, dynamic=False, fullgraph=True)
+        cache[fn] = torch.compile(fn, fullgraph=True)
     return cache[fn]
+
+
+def rows_dynamic(*tensors):
+    """Mark dim 0 (rows) dynamic: one compiled kernel serves every batch size."""
+    for t in tensors:
+        torch._dynamo.maybe_mark_dynamic(t, 0)

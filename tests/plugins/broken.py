@@ -76,3 +76,16 @@ def crashes(x, weight, eps, out):
 @impl("rmsnorm", "broken", variant="hangs")
 def hangs(x, weight, eps, out):
     return lambda: time.sleep(3600)
+
+
+@impl("rmsnorm", "broken", variant="illegal_address")
+def illegal_address(x, weight, eps, out):
+    """Writes far outside its buffer on the GPU: the CUDA context is lost for the process."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _scribble(y_ptr):
+        tl.store(y_ptr + (1 << 40), 1.0)
+
+    return lambda: _scribble[(1,)](out)

@@ -1,0 +1,80 @@
+"""Triton RMSNorm: y = x · rsqrt(mean(x²) + eps) · g, statistics in fp32.
+
+Bytes: read x (R·H·s) and g (H·s), write y (R·H·s). A row of up to 32768 elements is
+loaded once into registers: the sum of squares and the scaling both come from there, so
+x is read exactly once. g is loaded once per program; the persistent grid (8 programs per
+SM, each walking rows) reads it once per program instead of once per row. Rows whose
+length is a multiple of the block take unmasked, 16-byte vector loads (EVEN).
+Longer rows: a column loop for the sum of squares, then a second pass to scale.
+"""
+import torch
+import triton
+import triton.language as tl
+
+from harness.registry import impl
+from impls._frameworks.triton import configured, row_block, row_kwargs, row_programs, tune_rows
+
+
+@triton.jit
+def _rmsnorm(x_ptr, g_ptr, y_ptr, rows, cols, eps, programs,
+             BLOCK: tl.constexpr, ON_CHIP: tl.constexpr, EVEN: tl.constexpr,
+        LOAD: tl.constexpr, STORE: tl.constexpr):
+    pid = tl.program_id(0)
+    c = tl.arange(0, BLOCK)
+    if ON_CHIP:
+        if EVEN:
+            g = tl.load(g_ptr + c).to(tl.float32)
+        else:
+            g = tl.load(g_ptr + c, mask=c < cols, other=0.0).to(tl.float32)
+    for row in range(pid, rows, programs):
+        base = tl.cast(row, tl.int64) * cols
+        if ON_CHIP:
+            if EVEN:
+                x = tl.load(x_ptr + base + c, eviction_policy=LOAD).to(tl.float32)
+            else:
+                x = tl.load(x_ptr + base + c, mask=c < cols, other=0.0,
+                            eviction_policy=LOAD).to(tl.float32)
+            inv_rms = tl.math.rsqrt(tl.sum(x * x, 0) / cols + eps)
+            y = (x * inv_rms * g).to(y_ptr.dtype.element_ty)
+            if EVEN:
+                tl.store(y_ptr + base + c, y, cache_modifier=STORE)
+            else:
+                tl.store(y_ptr + base + c, y, mask=c < cols, cache_modifier=STORE)
+        else:
+            squares = tl.zeros([BLOCK], tl.float32)
+            for start in range(0, cols, BLOCK):
+                x = tl.load(x_ptr + base + start + c, mask=start + c < cols, other=0.0).to(tl.float32)
+                squares += x * x
+            inv_rms = tl.math.rsqrt(tl.sum(squares, 0) / cols + eps)
+            for start in range(0, cols, BLOCK):
+                mask = start + c < cols
+                x = tl.load(x_ptr + base + start + c, mask=mask, other=0.0).to(tl.float32)
+                g = tl.load(g_ptr + start + c, mask=mask, other=0.0).to(tl.float32)
+                tl.store(y_ptr + base + start + c, (x * inv_rms * g).to(y_ptr.dtype.element_ty), mask=mask, cache_modifier=STORE)
+
+
+def rmsnorm_launcher(x, weight, eps, out):
+    """A launcher writing rmsnorm(x) into ``out`` (also the first kernel of the unfused chain)."""
+    if not (x.is_contiguous() and out.is_contiguous()):
+        raise ValueError("the Triton rmsnorm takes contiguous [rows, cols] tensors")
+    rows, cols = x.shape
+    block, on_chip = row_block(cols)
+    even = on_chip and block == cols
+
+    def run(cfg, args, n_rows):
+        xx, gg, yy = args
+        _rmsnorm[(row_programs(cfg, n_rows, xx.device),)](
+            xx, gg, yy, n_rows, cols, eps, row_programs(cfg, n_rows, xx.device),
+            BLOCK=block, ON_CHIP=on_chip, EVEN=even, **row_kwargs(cfg))
+
+    def scratch(n_rows):
+        xs = torch.randn(n_rows, cols, device=x.device).to(x.dtype)
+        return xs, weight, torch.empty_like(xs)
+
+    cfg = tune_rows(("rmsnorm", cols, x.dtype), cols, block, x.dtype, x.device, scratch, run)
+    return configured(lambda: run(cfg, (x, weight, out), rows), {**cfg, "BLOCK": block, "on_chip": on_chip})
+
+
+@impl("rmsnorm", "triton")
+def bind(x, weight, eps, out):
+    return rmsnorm_launcher(x, weight, eps, out)

@@ -1,0 +1,130 @@
+"""Triton y = silu(rmsnorm(x; g)) · u + r.
+
+  fused    one kernel: per row, x, u, r read once, y written once (4·R·H·s + H·s bytes);
+           the norm's statistics and the pointwise tail share the registers. Rows up to
+           32768 stay on chip; longer rows loop over columns (x read twice).
+  unfused  this framework's separate kernels: the Triton rmsnorm, then silu, mul and add
+           as elementwise kernels, each intermediate rounded to the dtype, written and
+           read back: ~10·R·H·s bytes for the same result.
+silu(n) = n / (1 + exp(-n)); for very negative n, exp overflows to inf and silu(n) to -0,
+which is the right limit. tl.exp compiles to a multiply by log2(e) and ex2.approx.f32.
+"""
+import torch
+import triton
+import triton.language as tl
+
+from harness.registry import impl
+from impls._frameworks.triton import configured, launch_1d, row_block, row_kwargs, row_programs, tune_rows
+from impls.rmsnorm.triton import rmsnorm_launcher
+
+@triton.jit
+def _silu(n):
+    return n / (1.0 + tl.exp(-n))
+
+
+@triton.jit
+def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs,
+           BLOCK: tl.constexpr, ON_CHIP: tl.constexpr, EVEN: tl.constexpr,
+        LOAD: tl.constexpr, STORE: tl.constexpr):
+    pid = tl.program_id(0)
+    c = tl.arange(0, BLOCK)
+    if ON_CHIP:
+        g = tl.load(g_ptr + c, mask=c < cols, other=0.0).to(tl.float32)
+    for row in range(pid, rows, programs):
+        base = tl.cast(row, tl.int64) * cols
+        if ON_CHIP:
+            if EVEN:
+                x = tl.load(x_ptr + base + c, eviction_policy=LOAD).to(tl.float32)
+                u = tl.load(u_ptr + base + c, eviction_policy=LOAD).to(tl.float32)
+                r = tl.load(r_ptr + base + c, eviction_policy=LOAD).to(tl.float32)
+            else:
+                m = c < cols
+                x = tl.load(x_ptr + base + c, mask=m, other=0.0, eviction_policy=LOAD).to(tl.float32)
+                u = tl.load(u_ptr + base + c, mask=m, other=0.0, eviction_policy=LOAD).to(tl.float32)
+                r = tl.load(r_ptr + base + c, mask=m, other=0.0, eviction_policy=LOAD).to(tl.float32)
+            normed = x * tl.math.rsqrt(tl.sum(x * x, 0) / cols + eps) * g
+            y = (_silu(normed) * u + r).to(y_ptr.dtype.element_ty)
+            if EVEN:
+                tl.store(y_ptr + base + c, y, cache_modifier=STORE)
+            else:
+                tl.store(y_ptr + base + c, y, mask=c < cols, cache_modifier=STORE)
+        else:
+            squares = tl.zeros([BLOCK], tl.float32)
+            for start in range(0, cols, BLOCK):
+                x = tl.load(x_ptr + base + start + c, mask=start + c < cols, other=0.0).to(tl.float32)
+                squares += x * x
+            inv_rms = tl.math.rsqrt(tl.sum(squares, 0) / cols + eps)
+            for start in range(0, cols, BLOCK):
+                m = start + c < cols
+                x = tl.load(x_ptr + base + start + c, mask=m, other=0.0).to(tl.float32)
+                g = tl.load(g_ptr + start + c, mask=m, other=0.0).to(tl.float32)
+                u = tl.load(u_ptr + base + start + c, mask=m, other=0.0).to(tl.float32)
+                r = tl.load(r_ptr + base + start + c, mask=m, other=0.0).to(tl.float32)
+                y = _silu(x * inv_rms * g) * u + r
+                tl.store(y_ptr + base + start + c, y.to(y_ptr.dtype.element_ty), mask=m, cache_modifier=STORE)
+
+
+@triton.jit
+def _apply(a_ptr, b_ptr, offs, mask, OP: tl.constexpr, LOAD: tl.constexpr):
+    a = tl.load(a_ptr + offs, mask=mask, eviction_policy=LOAD).to(tl.float32)
+    if OP == 0:
+        return _silu(a)
+    b = tl.load(b_ptr + offs, mask=mask, eviction_policy=LOAD).to(tl.float32)
+    if OP == 1:
+        return a * b
+    return a + b
+
+
+@triton.jit
+def _pointwise(a_ptr, b_ptr, y_ptr, n, OP: tl.constexpr, BLOCK: tl.constexpr,
+               LOAD: tl.constexpr, STORE: tl.constexpr):
+    """OP 0: y = silu(a), 1: y = a · b, 2: y = a + b; in fp32, rounded once into y.
+    Full tiles go unmasked (16-byte vector accesses), the ragged last one masked."""
+    start = tl.program_id(0).to(tl.int64) * BLOCK
+    offs = start + tl.arange(0, BLOCK)
+    if start + BLOCK <= n:
+        y = _apply(a_ptr, b_ptr, offs, None, OP, LOAD)
+        tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), cache_modifier=STORE)
+    else:
+        mask = offs < n
+        tl.store(y_ptr + offs, _apply(a_ptr, b_ptr, offs, mask, OP, "").to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@impl("rmsnorm_silu_mul_add", "triton", variant="fused")
+def bind_fused(x, weight, u, r, eps, out):
+    if not all(t.is_contiguous() for t in (x, u, r, out)):
+        raise ValueError("the Triton chain takes contiguous [rows, cols] tensors")
+    rows, cols = x.shape
+    block, on_chip = row_block(cols)
+    even = on_chip and block == cols
+
+    def run(cfg, args, n_rows):
+        xx, uu, rr, yy = args
+        programs = row_programs(cfg, n_rows, xx.device)
+        _fused[(programs,)](xx, weight, uu, rr, yy, n_rows, cols, eps, programs,
+                            BLOCK=block, ON_CHIP=on_chip, EVEN=even, **row_kwargs(cfg))
+
+    def scratch(n_rows):
+        xs = torch.randn(n_rows, cols, device=x.device).to(x.dtype)
+        return xs, torch.randn_like(xs), torch.randn_like(xs), torch.empty_like(xs)
+
+    cfg = tune_rows(("rmsnorm_silu_mul_add", cols, x.dtype), cols, block, x.dtype, x.device, scratch, run)
+    return configured(lambda: run(cfg, (x, u, r, out), rows), {**cfg, "BLOCK": block, "on_chip": on_chip})
+
+
+@impl("rmsnorm_silu_mul_add", "triton", variant="unfused")
+def bind_unfused(x, weight, u, r, eps, out):
+    normed, activated, product = (torch.empty_like(x) for _ in range(3))
+    n = x.numel()
+    norm = rmsnorm_launcher(x, weight, eps, normed)
+    key = ("pointwise", x.dtype, n)
+    silu = launch_1d(_pointwise, (normed, normed, activated), n, key + (0,), x.device, {"OP": 0})
+    mul = launch_1d(_pointwise, (activated, u, product), n, key + (1,), x.device, {"OP": 1})
+    add = launch_1d(_pointwise, (product, r, out), n, key + (2,), x.device, {"OP": 2})
+
+    def launch():
+        norm()
+        silu()
+        mul()
+        add()
+    return configured(launch, {"rmsnorm": norm.config, "pointwise": add.config, "kernels": 4})

@@ -1,0 +1,109 @@
+"""Compile every Triton kernel for sm_90 and report its global accesses and local memory.
+Run as a module in a process of its own (TRITON_INTERPRET unset): in the test process the
+kernels may already be interpreter functions. Used by tests/test_triton_sm90.py."""
+import collections
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+CUOBJDUMP = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+
+
+def compile_sm90(fn, signature, constexprs, num_warps, aligned):
+    """``aligned``: the pointer args (16-byte aligned, as torch allocates) and the integer
+    args that Triton's launcher would see as multiples of 16 (it specializes on that)."""
+    constexprs = {"LOAD": "", "STORE": "", **constexprs} if "LOAD" in fn.arg_names else constexprs
+    sig = {**signature, **{k: "constexpr" for k in constexprs}}
+    names = list(sig)
+    attrs = {(names.index(a),): [["tt.divisibility", 16]] for a in aligned}
+    kernel = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=constexprs, attrs=attrs),
+                            target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
+    ops = collections.Counter(re.sub(r"\.L[12]::[\w:]+", "", m)
+                              for m in re.findall(r"(?:ld|st|atom|red)\.global\S*|ex2\.\S+", kernel.asm["ptx"]))
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(kernel.asm["cubin"])
+        f.flush()
+        usage = subprocess.run([CUOBJDUMP, "-res-usage", f.name], capture_output=True, text=True).stdout
+    local = int(re.search(r"LOCAL:(\d+)", usage).group(1))
+    return ops, local
+
+
+def kernels():
+    from impls.copy.triton import _copy
+    from impls.layernorm.triton import LANES, _layernorm
+    from impls.rmsnorm.triton import _rmsnorm
+    from impls.rmsnorm_silu_mul_add.triton import _fused, _pointwise
+    from impls.scale.triton import _scale
+    from impls.softmax.triton import _softmax
+    from impls.sum.triton import _reduce_partials, _reduce_tiles
+    row = {"rows": "i32", "cols": "i32", "programs": "i32"}
+    XY = ("x_ptr", "y_ptr")
+    out = []
+    for dt in ("bf16", "fp32"):
+        p = "*" + dt
+        out += [
+            ("copy", _copy, {"x_ptr": p, "y_ptr": p, "n": "i32"}, {"BLOCK": 8192}, 8, XY, True),
+            ("scale", _scale, {"x_ptr": p, "y_ptr": p, "a": "fp32", "n": "i32"}, {"BLOCK": 8192}, 8, XY, True),
+            ("pointwise", _pointwise, {"a_ptr": p, "b_ptr": p, "y_ptr": p, "n": "i32"},
+             {"OP": 1, "BLOCK": 8192}, 8, ("a_ptr", "b_ptr", "y_ptr"), True),
+            ("sum", _reduce_tiles, {"x_ptr": p, "out_ptr": "*fp32", "n": "i32", "programs": "i32"},
+             {"IS_MAX": False, "ATOMIC": True, "BLOCK": 4096}, 8, ("x_ptr",), True),
+            ("max", _reduce_tiles, {"x_ptr": p, "out_ptr": "*fp32", "n": "i32", "programs": "i32"},
+             {"IS_MAX": True, "ATOMIC": False, "BLOCK": 4096}, 8, ("x_ptr", "out_ptr"), True),
+            ("partials", _reduce_partials, {"p_ptr": "*fp32", "out_ptr": "*fp32", "programs": "i32"},
+             {"IS_MAX": True, "BLOCK": 2048}, 4, ("p_ptr",), False),
+        ]
+        for cols, warps in ((4096, 8), (16384, 32)):
+            on_chip = {"BLOCK": cols, "ON_CHIP": True, "EVEN": True}
+            out += [
+                (f"rmsnorm{cols}", _rmsnorm, {"x_ptr": p, "g_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
+                 on_chip, warps, ("x_ptr", "g_ptr", "y_ptr", "cols"), True),
+                (f"chain{cols}", _fused, {"x_ptr": p, "g_ptr": p, "u_ptr": p, "r_ptr": p, "y_ptr": p, **row,
+                                          "eps": "fp32"}, on_chip, warps, ("x_ptr", "g_ptr", "u_ptr", "r_ptr", "y_ptr", "cols"), True),
+            ]
+            for v in (0, 1, 2):
+                out.append((f"softmax{cols}v{v}", _softmax, {"x_ptr": p, "y_ptr": p, **row},
+                            {"VARIANT": v, "BLOCK": cols if v == 0 else 4096, "EVEN": v == 0},
+                            warps if v == 0 else 8,
+                            ("x_ptr", "y_ptr", "cols"), True))
+                out.append((f"layernorm{cols}v{v}", _layernorm,
+                            {"x_ptr": p, "g_ptr": p, "b_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
+                            {"VARIANT": v, "BLOCK": cols, "ON_CHIP": True, "EVEN": True, "LANES_": LANES},
+                            warps, ("x_ptr", "g_ptr", "b_ptr", "y_ptr", "cols"), True))
+        out.append(("rmsnorm_looped", _rmsnorm, {"x_ptr": p, "g_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
+                    {"BLOCK": 4096, "ON_CHIP": False, "EVEN": False}, 8, ("x_ptr", "g_ptr", "y_ptr"), False))
+        out.append(("layernorm_looped_welford", _layernorm,
+                    {"x_ptr": p, "g_ptr": p, "b_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
+                    {"VARIANT": 0, "BLOCK": 4096, "ON_CHIP": False, "EVEN": False, "LANES_": LANES}, 8,
+                    ("x_ptr", "g_ptr", "b_ptr", "y_ptr"), False))
+    return out
+
+
+
+
+def kernel_functions() -> set[str]:
+    return {k[1].__name__ for k in kernels()}
+
+
+def report() -> dict:
+    out = {}
+    for name, fn, sig, const, warps, aligned, vector in kernels():
+        name = f"{name}:{sig.get('x_ptr') or sig.get('a_ptr') or sig.get('p_ptr')}"
+        try:
+            ops, local = compile_sm90(fn, sig, const, warps, aligned)
+            out[name] = {"ops": dict(ops), "local": local, "vector": vector}
+        except Exception as e:  # noqa: BLE001 - reported, and failed by the test
+            out[name] = {"error": f"{type(e).__name__}: {e}"}
+    return out
+
+
+if __name__ == "__main__":
+    os.environ.pop("TRITON_INTERPRET", None)
+    json.dump(report(), sys.stdout)

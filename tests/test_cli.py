@@ -1,0 +1,115 @@
+"""The CLI end to end, in a subprocess, as a user runs it; bad inputs included."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def harness(tmp_path, *args, timeout=900):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_CACHE": str(tmp_path / "cache")}
+    return subprocess.run([sys.executable, "-m", "harness", *args, f"hydra.run.dir={tmp_path}/run",
+                           "hydra.sweep.dir=" + str(tmp_path / "multi"), "roof.bytes=4194304"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def results(tmp_path, sub="run"):
+    return [json.loads(line) for line in (tmp_path / sub / "results.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_every_op_runs_eager_on_the_smoke_sweep_and_logs_to_mlflow(tmp_path):
+    proc = harness(tmp_path, "op=all", "impl=eager", "sweep=smoke")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    recs = results(tmp_path)
+    ops = {r["op"] for r in recs}
+    assert len(ops) == 8
+    assert {r["status"] for r in recs if not r["negative_control"]} == {"ok"}
+    assert all(r["status"] == "fail" for r in recs if r["negative_control"] and r["shape"][1] > 7)
+    required = ["op", "impl", "variant", "dtype", "shape", "bytes", "status", "reason", "median_us",
+                "p10_us", "p90_us", "samples", "gbps", "roof_gbps", "pct_roof", "max_abs_err",
+                "max_rel_err", "passed", "n_distinct", "max_ulp_spread", "deterministic",
+                "batch_invariant", "provenance"]
+    for r in recs:
+        assert all(k in r for k in required)
+        assert r["timer"] == "wall" and r["samples"] >= 1
+        assert {"host", "git_sha", "versions"} <= set(r["provenance"])
+    assert "GB/s (% of roof)" in proc.stdout and (tmp_path / "run" / "table.txt").exists()
+    assert "mlflow ui --backend-store-uri sqlite:///" in proc.stdout
+    from mlflow.tracking import MlflowClient
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    exp = client.get_experiment_by_name("kernel-harness")
+    cases = client.search_runs([exp.experiment_id], "tags.`harness.kind` = 'case'", max_results=5000)
+    assert len(cases) == len(recs)
+
+
+def test_comma_list_of_impls_without_multirun(tmp_path):
+    proc = harness(tmp_path, "op=copy", "impl=eager,torch_compile", "sweep=smoke", "dtype=bf16",
+                   "shapes=[[1000]]", "tracking=none", "isolate=false")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(r["impl"] for r in results(tmp_path)) == ["eager", "torch_compile"]
+
+
+def test_multirun_sweeps_over_ops(tmp_path):
+    proc = harness(tmp_path, "-m", "op=copy,scale", "impl=eager", "sweep=smoke", "dtype=fp32",
+                   "tracking=none", "isolate=false")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [r["op"] for r in results(tmp_path, "multi/0")] == ["copy"] * 3
+    assert [r["op"] for r in results(tmp_path, "multi/1")] == ["scale"] * 3
+
+
+def test_unusable_impls_are_skipped_with_the_reason_under_impl_all(tmp_path):
+    proc = harness(tmp_path, "op=rmsnorm", "impl=all", "sweep=smoke", "dtype=fp32", "shapes=[[2,64]]",
+                   "tracking=none", "isolate=false")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    recs = results(tmp_path)
+    if not torch.cuda.is_available():
+        liger = [r for r in recs if r["impl"] == "liger"]
+        assert liger and liger[0]["status"] == "skipped" and liger[0]["reason"]
+
+
+@pytest.mark.parametrize("args,code,message", [
+    (["op=rmsnrom"], 1, "Available options in 'op'"),
+    ([], 1, "You must specify 'op'"),
+    (["op=rmsnorm", "impl=trition"], 2, "unknown impl 'trition' (did you mean 'triton'?)"),
+    (["op=rmsnorm", "dtype=fp64"], 2, "unknown dtype 'fp64'"),
+    (["op=rmsnorm", "variant=atomic"], 2, "unknown variant 'atomic'"),
+    (["op=rmsnorm", "sweep=huge"], 1, "Available options in 'sweep'"),
+    (["op=rmsnorm", "shapes=[[0,4096]]"], 2, "empty or negative"),
+    (["op=rmsnorm", "shapes=[[-3,4096]]"], 2, "empty or negative"),
+    (["op=rmsnorm", "shapes=[[4096]]"], 2, "takes 2-D shapes"),
+    (["op=copy", "shapes=[[4000000000000]]"], 2, "choose smaller shapes"),
+    (["op=rmsnorm", "shapes=banana"], 2, "give a list of shapes"),
+    (["op=rmsnorm", "device=tpu"], 2, "unknown device 'tpu'"),
+])
+def test_bad_input_gets_a_clear_error(tmp_path, args, code, message):
+    proc = harness(tmp_path, *args, "tracking=none")
+    assert proc.returncode == code, (proc.stdout, proc.stderr)
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without a GPU")
+def test_gpu_only_requests_on_a_cpu_machine_are_refused(tmp_path):
+    proc = harness(tmp_path, "op=rmsnorm", "device=cuda", "tracking=none")
+    assert proc.returncode == 2 and "no CUDA GPU is visible" in proc.stderr
+    proc = harness(tmp_path, "op=rmsnorm", "impl=liger", "tracking=none")
+    assert proc.returncode == 2 and "impl 'liger' cannot run on cpu" in proc.stderr
+
+
+def test_an_unreachable_tracking_server_costs_nothing(tmp_path):
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    proc = harness(tmp_path, "op=copy", "impl=eager", "sweep=smoke", "dtype=fp32", "isolate=false",
+                   f"tracking.uri=http://127.0.0.1:{port}", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert len(results(tmp_path)) == 3
+    assert "harness-upload" in proc.stdout and "unreachable" in proc.stderr

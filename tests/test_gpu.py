@@ -1,0 +1,93 @@
+"""On the GPU machine only (marked gpu): every Triton impl at full size through the
+harness's own checks, the determinism each variant must show, batch invariance, the
+roof, the timer against triton's do_bench, and isolation from a lost CUDA context."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness import registry
+from harness.runner import CaseSpec, Runner, Settings
+from harness.timing import CudaTimer, TimingBudget
+
+pytestmark = pytest.mark.gpu
+if not torch.cuda.is_available():
+    # Collecting this module imports the Triton impls for the GPU; on a CPU machine they must
+    # be imported under the interpreter (by the CPU tests) instead.
+    pytest.skip("needs a CUDA GPU (run on the GPU machine)", allow_module_level=True)
+ROOT = Path(__file__).resolve().parent.parent
+BIG = {1: (1 << 28,), 2: (32768, 4096)}   # 512 MiB (bf16) read per launch
+
+
+@pytest.fixture(scope="module")
+def gpu_runner():
+    settings = Settings(seeds=3, base_seed=99, determinism_runs=20, invocation_id="gpu-test",
+                        budget=TimingBudget(min_samples=10, max_seconds=0.5), roof_cache=False)
+    return Runner(torch.device("cuda:0"), settings)
+
+
+def triton_impls():
+    registry.frameworks()["triton"].prepare(torch.device("cuda:0"))
+    found = []
+    for op in registry.ops():
+        impls, failures = registry.load_impls(op, ["triton"])
+        assert not failures, failures
+        found += [i.key for i in impls]
+    return found
+
+
+@pytest.mark.parametrize("key", triton_impls(), ids=lambda k: "-".join(k))
+def test_triton_at_full_size(gpu_runner, key):
+    op, impl, variant = key
+    spec = registry.ops()[op]
+    rec = gpu_runner.run(CaseSpec(op, impl, variant, "bfloat16", BIG[spec.ndim]))
+    if variant in spec.negative_controls:
+        assert rec.status == "fail" and any(c["case"] == "large_mean" and not c["passed"] for c in rec.checks)
+        return
+    assert rec.status == "ok", rec.reason
+    assert rec.gbps and rec.pct_roof and rec.timer == "cuda_events"
+    if (op, variant) == ("sum", "atomic"):
+        assert rec.n_distinct > 1, "atomic adds in arrival order should change the bits"
+    else:
+        assert rec.deterministic, f"{rec.n_distinct} distinct results"
+    if spec.row_op:
+        assert rec.batch_invariant, rec.batch_note
+
+
+def test_roof_is_plausible(gpu_runner):
+    roof = gpu_runner.roof
+    assert roof is not None, gpu_runner.roof_error
+    peak = gpu_runner.peak or 1e9
+    for gbps in (roof.copy_gbps, roof.read_gbps, roof.write_gbps):
+        assert 0.3 * peak < gbps <= 1.02 * peak
+
+
+def test_timer_agrees_with_triton_do_bench():
+    """Our events-with-cold-L2 median against do_bench's on a 1 GiB copy: within 5%."""
+    from triton.testing import do_bench
+    x = torch.randn(1 << 28, device="cuda")
+    y = torch.empty_like(x)
+    ours = CudaTimer(x.device).time(lambda: y.copy_(x), TimingBudget(min_samples=50), 2 * x.nbytes)
+    theirs = do_bench(lambda: y.copy_(x), warmup=25, rep=200, return_mode="median") * 1e3
+    assert abs(ours.median_us - theirs) / theirs < 0.05, (ours.median_us, theirs)
+
+
+def test_small_cases_also_get_a_graph_time(gpu_runner):
+    rec = gpu_runner.run(CaseSpec("rmsnorm", "eager", "-", "bfloat16", (1, 4096)))
+    assert rec.status == "ok" and rec.graph_us is not None and rec.graph_us < rec.median_us + 50
+
+
+def test_a_lost_cuda_context_costs_only_its_case(tmp_path):
+    env = {**os.environ, "HARNESS_PLUGINS": "tests.plugins.broken", "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.run([sys.executable, "-m", "harness", "op=rmsnorm", "impl=[broken,eager]",
+                           "variant=[illegal_address,-]", "shapes=[[4,4096]]", "dtype=bf16", "sweep=smoke",
+                           "tracking=none", f"hydra.run.dir={tmp_path}"], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    recs = {r["impl"]: r for r in map(json.loads, (tmp_path / "results.jsonl").read_text().splitlines())}
+    assert recs["broken"]["status"] in ("error", "crash"), recs["broken"]
+    assert recs["eager"]["status"] == "ok", recs["eager"]["reason"]

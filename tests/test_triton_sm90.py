@@ -1,0 +1,59 @@
+"""Every Triton kernel compiled for the H100/H200 (sm_90) on this CPU machine, with
+Triton's bundled ptxas: it must compile, move data in 16-byte vector accesses on its
+unmasked paths, and keep its working set out of local memory. No GPU needed; it catches
+what would otherwise cost a GPU run, and checks what METHOD.md says to read first."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("triton")
+ROOT = Path(__file__).resolve().parent.parent
+
+@pytest.fixture(scope="module")
+def report():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run([sys.executable, "-m", "tests.sm90_report"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+def test_every_triton_kernel_is_in_the_report(report):
+    """A kernel: a jit function of impls/<op>/triton.py taking pointers and a BLOCK."""
+    import importlib
+    import inspect
+    from tests.sm90_report import kernel_functions
+    found = set()
+    for path in sorted((ROOT / "impls").glob("*/triton.py")):
+        module = importlib.import_module(f"impls.{path.parent.name}.triton")
+        for name, obj in vars(module).items():
+            fn = getattr(obj, "fn", None)
+            if fn is not None and obj.__module__ == module.__name__:
+                params = list(inspect.signature(fn).parameters)
+                if "BLOCK" in params and any(p.endswith("_ptr") for p in params):
+                    found.add(name)
+    assert found and found <= kernel_functions(), found - kernel_functions()
+    assert len(report) >= 40
+
+
+def test_kernels_compile_for_sm90_with_wide_accesses_and_no_spills(report):
+    problems = []
+    for name, r in sorted(report.items()):
+        if "error" in r:
+            problems.append(f"{name}: does not compile: {r['error'][:300]}")
+            continue
+        loads = [op for op in r["ops"] if op.startswith("ld.global")]
+        if not loads:
+            problems.append(f"{name}: no global loads? {r['ops']}")
+        if r["vector"] and not any(".v4.b32" in op or ".v2.b64" in op for op in loads):
+            problems.append(f"{name}: no 16-byte loads: {r['ops']}")
+        if any(op.startswith("ex2.approx.ftz") for op in r["ops"]):
+            problems.append(f"{name}: ex2.approx.ftz flushes subnormal results to zero: use tl.exp")
+        if r["local"]:
+            problems.append(f"{name}: {r['local']} bytes of local memory per thread (spills)")
+    assert not problems, "\n".join(problems)
