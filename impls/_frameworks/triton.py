@@ -66,6 +66,7 @@ HINTS = {"plain": {"LOAD": "", "STORE": ""},
          "stream": {"LOAD": "evict_first", "STORE": ".cs"}}
 
 _tuned: dict = {}
+_timers: dict = {}
 
 
 def interpreting() -> bool:
@@ -85,24 +86,32 @@ def sm_count(device) -> int:
 
 def tune(key, candidates: list[dict], run) -> dict:
     """The fastest of ``candidates`` for ``key``, measured once per process with
-    ``run(config)`` (median of triton.testing.do_bench), outside any timed region.
+    ``run(config)`` by the harness's own CUDA timer, outside any timed region.
     Under the interpreter there is nothing to measure: the first candidate is used."""
     if key in _tuned:
         return _tuned[key]
     if interpreting() or len(candidates) == 1:
         _tuned[key] = candidates[0]
         return candidates[0]
+    import torch
     from triton.compiler.errors import CompilationError
     from triton.runtime.errors import OutOfResources
-    from triton.testing import do_bench
-    best, best_ms = None, float("inf")
+
+    from harness.timing import CudaTimer, TimingBudget
+    # Measured the way the harness measures (cold L2 by a read-only flush, CUDA events),
+    # so that the configuration tuned for is the one the sweep then times.
+    device = torch.device("cuda", torch.cuda.current_device())
+    timer = _timers.get(device) or _timers.setdefault(device, CudaTimer(device))
+    budget = TimingBudget(warmup_ms=2, min_samples=10, max_samples=200, max_seconds=0.1,
+                          graph_below_bytes=0)
+    best, best_us = None, float("inf")
     for cfg in candidates:
         try:
-            ms = do_bench(lambda: run(cfg), warmup=5, rep=20, return_mode="median")
+            us = timer.time(lambda: run(cfg), budget, 1 << 30).median_us
         except (CompilationError, OutOfResources):   # a config that does not fit: skip it
             continue
-        if ms < best_ms:
-            best, best_ms = cfg, ms
+        if us < best_us:
+            best, best_us = cfg, us
     if best is None:
         raise RuntimeError(f"no Triton config ran for {key}: {candidates}")
     _tuned[key] = best

@@ -5,7 +5,7 @@ once); longer rows take a column loop and read x again to normalise.
 
   welford   Chan et al.'s parallel Welford: statistics (count, mean, M2) of groups of the
             row, merged pairwise by an associative combine (_chan_merge) in tl.reduce's
-            tree. On chip the groups are the row's LANES columns; in the column loop each
+            tree. On chip the groups are LANES runs of the row; in the column loop each
             lane keeps a running Welford update over the tiles. Stable for any mean.
   two_pass  mean first, then the sum of (x - mean)²: stable; in the column loop x is read
             three times (mean, variance, output).
@@ -35,14 +35,15 @@ def _chan_merge(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
 def _row_stats(x, cols, mask, VARIANT: tl.constexpr, BLOCK: tl.constexpr, LANES_: tl.constexpr):
     """(mean, biased variance) of one on-chip row ``x`` (masked lanes hold 0)."""
     if VARIANT == 0:
-        # Groups of BLOCK // LANES_ elements, one per lane column: their own count, mean
-        # and M2 (centred on the group mean), then Chan-merged across the LANES_ lanes.
-        x2 = tl.reshape(x, [BLOCK // LANES_, LANES_])
-        m2d = tl.reshape(mask, [BLOCK // LANES_, LANES_]).to(tl.float32)
-        n_g = tl.sum(m2d, 0)
-        mean_g = tl.sum(x2, 0) / tl.maximum(n_g, 1.0)
-        dev = (x2 - mean_g[None, :]) * m2d
-        m2_g = tl.sum(dev * dev, 0)
+        # LANES_ groups of BLOCK // LANES_ contiguous elements (neighbouring registers and
+        # lanes: the in-group sums stay inside warps), each with its own count, mean and M2
+        # (centred on the group mean), then Chan-merged across the groups in a tree.
+        x2 = tl.reshape(x, [LANES_, BLOCK // LANES_])
+        m2d = tl.reshape(mask, [LANES_, BLOCK // LANES_]).to(tl.float32)
+        n_g = tl.sum(m2d, 1)
+        mean_g = tl.sum(x2, 1) / tl.maximum(n_g, 1.0)
+        dev = (x2 - mean_g[:, None]) * m2d
+        m2_g = tl.sum(dev * dev, 1)
         mean, m2, n = tl.reduce((mean_g, m2_g, n_g), 0, _chan_merge)
         var = m2 / cols
     elif VARIANT == 1:
