@@ -57,7 +57,7 @@ def _tracker(cfg: DictConfig):
         return None, "tracking disabled"
     from harness.sinks.mlflow import MlflowLogger, TrackingUnavailable
     try:
-        return MlflowLogger(str(tr.uri), str(tr.experiment), tr.get("parent_run_id")), ""
+        return MlflowLogger(str(tr.uri), str(tr.experiment), tr.get("parent_run_id"), tr.get("group")), ""
     except TrackingUnavailable as e:
         return None, str(e)
     except Exception as e:  # noqa: BLE001 - a broken store must not cost the run

@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--experiment", default="kernel-harness")
     ap.add_argument("--parent-run-id", default=os.environ.get("HARNESS_PARENT_RUN_ID"),
                     help="log invocations under this run (the nightly job's run)")
+    ap.add_argument("--group", default=None, help="tag the runs with this group (the nightly job: nightly)")
     args = ap.parse_args(argv)
     try:
         files = find_files(args.paths)
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     for f in files:
         try:
             records = jsonl.read(f)
-            new, old = upload(records, args.tracking_uri, args.experiment, args.parent_run_id)
+            new, old = upload(records, args.tracking_uri, args.experiment, args.parent_run_id, args.group)
         except TrackingUnavailable as e:
             print(f"harness-upload: error: {e}; nothing uploaded from {f}, try again later", file=sys.stderr)
             return 1

@@ -73,7 +73,8 @@ def _impl_label(r: Record) -> str:
 
 
 class MlflowLogger:
-    def __init__(self, uri: str, experiment: str, parent_run_id: str | None = None):
+    def __init__(self, uri: str, experiment: str, parent_run_id: str | None = None,
+                 group: str | None = None):
         for k, v in BOUNDED_RETRIES.items():
             os.environ.setdefault(k, v)
         self.uri = normalize_uri(uri)
@@ -85,6 +86,10 @@ class MlflowLogger:
             raise TrackingUnavailable("mlflow is not installed (pip install mlflow)") from None
         self.client = MlflowClient(tracking_uri=self.uri)
         self.parent_run_id = parent_run_id or None
+        # Tags on every run of an invocation: its parent (the nightly job's run) and group,
+        # so that the regression check can find a night's cases, and all nights' cases.
+        self.common_tags = {k: v for k, v in (("harness.parent", self.parent_run_id),
+                                              ("harness.group", group or None)) if v}
         self.experiment_id = self._experiment(experiment)
         self._invocations: dict[str, str] = {}
         self._series: dict[tuple, str] = {}
@@ -137,7 +142,7 @@ class MlflowLogger:
         if invocation_id in self._invocations:
             return self._invocations[invocation_id]
         prov = first.provenance or {}
-        tags = {"harness.kind": "invocation", "harness.invocation_id": invocation_id,
+        tags = {**self.common_tags, "harness.kind": "invocation", "harness.invocation_id": invocation_id,
                 "gpu": prov.get("gpu_name") or "cpu", "device": first.device,
                 "git_sha": str(prov.get("git_sha")), "mlflow.source.name": "kernel-harness"}
         if self.parent_run_id:
@@ -157,7 +162,7 @@ class MlflowLogger:
         if key not in self._series:
             parent = self.invocation_run(r.invocation_id, r)
             gpu = (r.provenance or {}).get("gpu_name") or "cpu"
-            tags = {"harness.kind": "series", "harness.invocation_id": r.invocation_id,
+            tags = {**self.common_tags, "harness.kind": "series", "harness.invocation_id": r.invocation_id,
                     "harness.series": series, "mlflow.parentRunId": parent, "op": r.op,
                     "impl": r.impl, "variant": r.variant, "dtype": r.dtype, "gpu": gpu}
             run = self.client.create_run(self.experiment_id, start_time=_ms(r.timestamp), tags=tags,
@@ -192,7 +197,7 @@ class MlflowLogger:
         for flag in ("passed", "deterministic", "batch_invariant"):
             if getattr(r, flag) is not None:
                 metrics[flag] = float(bool(getattr(r, flag)))
-        tags = {"harness.kind": "case", "harness.invocation_id": r.invocation_id,
+        tags = {**self.common_tags, "harness.kind": "case", "harness.invocation_id": r.invocation_id,
                 "harness.record_id": r.record_id, "mlflow.parentRunId": series_id,
                 "status": r.status, "reason": r.reason[:5000], "gpu": gpu, "timer": r.timer,
                 "roof_kind": r.roof_kind, "roof_source": r.roof_source,
@@ -251,10 +256,10 @@ class MlflowLogger:
         return f"experiment {self.experiment_id}, run {run_id}"
 
 
-def upload(records: list[Record], uri: str, experiment: str, parent_run_id: str | None = None
-           ) -> tuple[int, int]:
+def upload(records: list[Record], uri: str, experiment: str, parent_run_id: str | None = None,
+           group: str | None = None) -> tuple[int, int]:
     """Upload records (from one or more invocations); returns (new, already there)."""
-    logger = MlflowLogger(uri, experiment, parent_run_id)
+    logger = MlflowLogger(uri, experiment, parent_run_id, group)
     new = old = 0
     for r in records:
         if logger.log(r):
