@@ -92,7 +92,8 @@ class Report:
                                ("New cases", self.new), ("Vanished cases", self.vanished)):
             lines += [f"## {heading} ({len(items)})", ""]
             if items:
-                lines += ["| kind | op | impl | variant | dtype | shape | GPU | detail |", "|---|---|---|---|---|---|---|---|"]
+                lines += ["| kind | op | impl | variant | dtype | shape | GPU | detail |",
+                          "|---|---|---|---|---|---|---|---|"]
                 lines += [f"| {f.kind} | " + " | ".join(map(str, f.key)) + f" | {f.detail} |" for f in items]
             else:
                 lines.append("none")
@@ -109,7 +110,8 @@ def compare(current: list[Point], history: dict[tuple, list[Point]], th: Thresho
         past = history.get(p.key, [])[-th.history:]
         if not past:
             if p.status != "skipped":
-                rep.new.append(Finding("new", p.key, f"{p.status}" + (f", {p.median_us:.1f} us" if p.median_us else "")))
+                timed = f", {p.median_us:.1f} us" if p.median_us else ""
+                rep.new.append(Finding("new", p.key, f"{p.status}{timed}"))
             continue
         last = past[-1]
         if p.status == "skipped":

@@ -52,7 +52,3 @@ def uniform(shape, dtype, gen, device, lo=0.0, hi=1.0) -> torch.Tensor:
 def pick(n: int, k: int, gen, device) -> torch.Tensor:
     """``k`` random positions in ``range(n)`` (with repeats)."""
     return torch.randint(0, n, (k,), generator=gen, device=device)
-
-
-def f64(t):
-    return t.to(torch.float64) if isinstance(t, torch.Tensor) else float(t)

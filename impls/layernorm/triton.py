@@ -17,6 +17,7 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
+from impls._frameworks._triton_rows import load_row, store_row
 from impls._frameworks.triton import configured, row_block, row_kwargs, row_programs, tune_rows
 
 LANES = 64   # groups of the on-chip Welford merge (and the width of its tl.reduce tree)
@@ -60,7 +61,7 @@ def _row_stats(x, cols, mask, VARIANT: tl.constexpr, BLOCK: tl.constexpr, LANES_
 def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs,
                VARIANT: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr,
                EVEN: tl.constexpr, LANES_: tl.constexpr,
-        LOAD: tl.constexpr, STORE: tl.constexpr):
+               LOAD: tl.constexpr, STORE: tl.constexpr):
     """VARIANT 0: welford, 1: two_pass, 2: naive."""
     pid = tl.program_id(0)
     c = tl.arange(0, BLOCK)
@@ -71,16 +72,9 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs,
     for row in range(pid, rows, programs):
         base = tl.cast(row, tl.int64) * cols
         if ON_CHIP:
-            if EVEN:
-                x = tl.load(x_ptr + base + c, eviction_policy=LOAD).to(tl.float32)
-            else:
-                x = tl.load(x_ptr + base + c, mask=cmask, other=0.0, eviction_policy=LOAD).to(tl.float32)
+            x = load_row(x_ptr, base, c, cols, 0.0, EVEN, LOAD)
             mean, var = _row_stats(x, cols, cmask, VARIANT, BLOCK, LANES_)
-            y = ((x - mean) * tl.math.rsqrt(var + eps) * g + b).to(y_ptr.dtype.element_ty)
-            if EVEN:
-                tl.store(y_ptr + base + c, y, cache_modifier=STORE)
-            else:
-                tl.store(y_ptr + base + c, y, mask=cmask, cache_modifier=STORE)
+            store_row(y_ptr, base, c, cols, (x - mean) * tl.math.rsqrt(var + eps) * g + b, EVEN, STORE)
         else:
             if VARIANT == 0:   # a running Welford update per lane, then the lanes merged
                 n = tl.zeros([BLOCK], tl.float32)

@@ -12,45 +12,32 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
+from impls._frameworks._triton_rows import load_row, store_row, sum_of_squares
 from impls._frameworks.triton import configured, row_block, row_kwargs, row_programs, tune_rows
 
 
 @triton.jit
 def _rmsnorm(x_ptr, g_ptr, y_ptr, rows, cols, eps, programs,
              BLOCK: tl.constexpr, ON_CHIP: tl.constexpr, EVEN: tl.constexpr,
-        LOAD: tl.constexpr, STORE: tl.constexpr):
+             LOAD: tl.constexpr, STORE: tl.constexpr):
     pid = tl.program_id(0)
     c = tl.arange(0, BLOCK)
     if ON_CHIP:
-        if EVEN:
-            g = tl.load(g_ptr + c).to(tl.float32)
-        else:
-            g = tl.load(g_ptr + c, mask=c < cols, other=0.0).to(tl.float32)
+        g = load_row(g_ptr, 0, c, cols, 0.0, EVEN, "")
     for row in range(pid, rows, programs):
         base = tl.cast(row, tl.int64) * cols
         if ON_CHIP:
-            if EVEN:
-                x = tl.load(x_ptr + base + c, eviction_policy=LOAD).to(tl.float32)
-            else:
-                x = tl.load(x_ptr + base + c, mask=c < cols, other=0.0,
-                            eviction_policy=LOAD).to(tl.float32)
+            x = load_row(x_ptr, base, c, cols, 0.0, EVEN, LOAD)
             inv_rms = tl.math.rsqrt(tl.sum(x * x, 0) / cols + eps)
-            y = (x * inv_rms * g).to(y_ptr.dtype.element_ty)
-            if EVEN:
-                tl.store(y_ptr + base + c, y, cache_modifier=STORE)
-            else:
-                tl.store(y_ptr + base + c, y, mask=c < cols, cache_modifier=STORE)
+            store_row(y_ptr, base, c, cols, x * inv_rms * g, EVEN, STORE)
         else:
-            squares = tl.zeros([BLOCK], tl.float32)
-            for start in range(0, cols, BLOCK):
-                x = tl.load(x_ptr + base + start + c, mask=start + c < cols, other=0.0).to(tl.float32)
-                squares += x * x
-            inv_rms = tl.math.rsqrt(tl.sum(squares, 0) / cols + eps)
+            inv_rms = tl.math.rsqrt(sum_of_squares(x_ptr, base, cols, BLOCK) / cols + eps)
             for start in range(0, cols, BLOCK):
                 mask = start + c < cols
                 x = tl.load(x_ptr + base + start + c, mask=mask, other=0.0).to(tl.float32)
                 g = tl.load(g_ptr + start + c, mask=mask, other=0.0).to(tl.float32)
-                tl.store(y_ptr + base + start + c, (x * inv_rms * g).to(y_ptr.dtype.element_ty), mask=mask, cache_modifier=STORE)
+                y = (x * inv_rms * g).to(y_ptr.dtype.element_ty)
+                tl.store(y_ptr + base + start + c, y, mask=mask, cache_modifier=STORE)
 
 
 def rmsnorm_launcher(x, weight, eps, out):

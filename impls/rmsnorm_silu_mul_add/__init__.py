@@ -21,7 +21,8 @@ class RMSNormSiluMulAdd(Op):
     # the unfused chain rounds 3 intermediates (rmsnorm, silu, mul) into the dtype, then the output.
     tolerances = rounding_tolerances(
         roundings=1, fp32_ulps=32, scaled_roundings=3, scaled_ulps=32,
-        why="output rounding, plus three intermediate roundings of the unfused chain relative to the terms (error_scale); fp32 ~32 ulp")
+        why="output rounding, plus three intermediate roundings of the unfused chain relative to "
+            "the terms (error_scale); fp32 ~32 ulp")
     adversarial = {
         "large_gain": "g ~ N(0, 100): silu of large negative values (exp(-n) overflows to inf)",
         "cancellation": "r = -silu(n)·u + small: the output is tiny against its terms",

@@ -14,6 +14,7 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
+from impls._frameworks._triton_rows import load_row, store_row, sum_of_squares
 from impls._frameworks.triton import configured, launch_1d, row_block, row_kwargs, row_programs, tune_rows
 from impls.rmsnorm.triton import rmsnorm_launcher
 
@@ -25,7 +26,7 @@ def _silu(n):
 @triton.jit
 def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs,
            BLOCK: tl.constexpr, ON_CHIP: tl.constexpr, EVEN: tl.constexpr,
-        LOAD: tl.constexpr, STORE: tl.constexpr):
+           LOAD: tl.constexpr, STORE: tl.constexpr):
     pid = tl.program_id(0)
     c = tl.arange(0, BLOCK)
     if ON_CHIP:
@@ -33,35 +34,21 @@ def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs,
     for row in range(pid, rows, programs):
         base = tl.cast(row, tl.int64) * cols
         if ON_CHIP:
-            if EVEN:
-                x = tl.load(x_ptr + base + c, eviction_policy=LOAD).to(tl.float32)
-                u = tl.load(u_ptr + base + c, eviction_policy=LOAD).to(tl.float32)
-                r = tl.load(r_ptr + base + c, eviction_policy=LOAD).to(tl.float32)
-            else:
-                m = c < cols
-                x = tl.load(x_ptr + base + c, mask=m, other=0.0, eviction_policy=LOAD).to(tl.float32)
-                u = tl.load(u_ptr + base + c, mask=m, other=0.0, eviction_policy=LOAD).to(tl.float32)
-                r = tl.load(r_ptr + base + c, mask=m, other=0.0, eviction_policy=LOAD).to(tl.float32)
+            x = load_row(x_ptr, base, c, cols, 0.0, EVEN, LOAD)
+            u = load_row(u_ptr, base, c, cols, 0.0, EVEN, LOAD)
+            r = load_row(r_ptr, base, c, cols, 0.0, EVEN, LOAD)
             normed = x * tl.math.rsqrt(tl.sum(x * x, 0) / cols + eps) * g
-            y = (_silu(normed) * u + r).to(y_ptr.dtype.element_ty)
-            if EVEN:
-                tl.store(y_ptr + base + c, y, cache_modifier=STORE)
-            else:
-                tl.store(y_ptr + base + c, y, mask=c < cols, cache_modifier=STORE)
+            store_row(y_ptr, base, c, cols, _silu(normed) * u + r, EVEN, STORE)
         else:
-            squares = tl.zeros([BLOCK], tl.float32)
-            for start in range(0, cols, BLOCK):
-                x = tl.load(x_ptr + base + start + c, mask=start + c < cols, other=0.0).to(tl.float32)
-                squares += x * x
-            inv_rms = tl.math.rsqrt(tl.sum(squares, 0) / cols + eps)
+            inv_rms = tl.math.rsqrt(sum_of_squares(x_ptr, base, cols, BLOCK) / cols + eps)
             for start in range(0, cols, BLOCK):
                 m = start + c < cols
                 x = tl.load(x_ptr + base + start + c, mask=m, other=0.0).to(tl.float32)
                 g = tl.load(g_ptr + start + c, mask=m, other=0.0).to(tl.float32)
                 u = tl.load(u_ptr + base + start + c, mask=m, other=0.0).to(tl.float32)
                 r = tl.load(r_ptr + base + start + c, mask=m, other=0.0).to(tl.float32)
-                y = _silu(x * inv_rms * g) * u + r
-                tl.store(y_ptr + base + start + c, y.to(y_ptr.dtype.element_ty), mask=m, cache_modifier=STORE)
+                y = (_silu(x * inv_rms * g) * u + r).to(y_ptr.dtype.element_ty)
+                tl.store(y_ptr + base + start + c, y, mask=m, cache_modifier=STORE)
 
 
 @triton.jit

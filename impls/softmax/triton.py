@@ -20,6 +20,7 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
+from impls._frameworks._triton_rows import load_row, store_row
 from impls._frameworks.triton import configured, row_block, row_kwargs, row_programs, row_tile, tune_rows
 
 _NEG_INF = tl.constexpr(float("-inf"))
@@ -38,25 +39,16 @@ def _online_combine(m0, d0, m1, d1):
 @triton.jit
 def _softmax(x_ptr, y_ptr, rows, cols, programs,
              VARIANT: tl.constexpr, BLOCK: tl.constexpr, EVEN: tl.constexpr,
-        LOAD: tl.constexpr, STORE: tl.constexpr):
+             LOAD: tl.constexpr, STORE: tl.constexpr):
     """VARIANT 0: on chip (the row fits in BLOCK), 1: online, 2: three-pass."""
     pid = tl.program_id(0)
     c = tl.arange(0, BLOCK)
     for row in range(pid, rows, programs):
         base = tl.cast(row, tl.int64) * cols
         if VARIANT == 0:
-            if EVEN:
-                x = tl.load(x_ptr + base + c, eviction_policy=LOAD).to(tl.float32)
-            else:
-                x = tl.load(x_ptr + base + c, mask=c < cols, other=float("-inf"),
-                            eviction_policy=LOAD).to(tl.float32)
-            row_max = tl.max(x, 0)
-            numerator = tl.exp(x - row_max)
-            y = numerator * (1.0 / tl.sum(numerator, 0))
-            if EVEN:
-                tl.store(y_ptr + base + c, y.to(y_ptr.dtype.element_ty), cache_modifier=STORE)
-            else:
-                tl.store(y_ptr + base + c, y.to(y_ptr.dtype.element_ty), mask=c < cols, cache_modifier=STORE)
+            x = load_row(x_ptr, base, c, cols, float("-inf"), EVEN, LOAD)
+            numerator = tl.exp(x - tl.max(x, 0))
+            store_row(y_ptr, base, c, cols, numerator * (1.0 / tl.sum(numerator, 0)), EVEN, STORE)
         else:
             if VARIANT == 1:   # online: one pass for (max, sum)
                 m = tl.full([BLOCK], float("-inf"), tl.float32)

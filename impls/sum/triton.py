@@ -93,7 +93,8 @@ def reduce_1d(x, out, is_max: bool, atomic: bool):
         finish_block = next_pow2(programs)
 
         def launch():
-            _reduce_tiles[(programs,)](x, partials, n, programs, IS_MAX=is_max, ATOMIC=False, BLOCK=block, num_warps=warps)
+            _reduce_tiles[(programs,)](x, partials, n, programs, IS_MAX=is_max, ATOMIC=False, BLOCK=block,
+                                       num_warps=warps)
             _reduce_partials[(1,)](partials, out, programs, IS_MAX=is_max, BLOCK=finish_block, num_warps=4)
     return configured(launch, cfg)
 

@@ -1,0 +1,81 @@
+"""The regression rules on hand-made histories (the end-to-end nightly is tests/test_nightly.py)."""
+from harness.regress import Point, Thresholds, compare
+
+KEY = ("rmsnorm", "triton", "-", "bfloat16", "32768x4096", "NVIDIA H200")
+TH = Thresholds(min_effect=0.05, noise_k=2.0, min_abs_us=1.0, history=7)
+
+
+def pt(median=100.0, spread=0.01, status="ok", passed=True, det=True, when=0, key=KEY, neg=False):
+    half = median * spread / 2
+    return Point(key, when, status, passed, det, median, median - half, median + half, neg, "why", "src")
+
+
+def history(*medians, **kw):
+    return {KEY: [pt(m, when=i * 86_400_000, **kw) for i, m in enumerate(medians)]}
+
+
+def kinds(items):
+    return [f.kind for f in items]
+
+
+def test_an_unchanged_case_is_quiet():
+    rep = compare([pt(101.0)], history(100.0, 99.0, 100.5), TH)
+    assert (rep.regressions, rep.improvements, rep.new, rep.vanished) == ([], [], [], []) and rep.compared == 1
+
+
+def test_a_slowdown_beyond_the_threshold_is_flagged_and_a_speedup_is_an_improvement():
+    assert kinds(compare([pt(110.0)], history(100.0), TH).regressions) == ["slowdown"]
+    assert kinds(compare([pt(90.0)], history(100.0), TH).improvements) == ["speedup"]
+
+
+def test_the_threshold_grows_with_the_noise():
+    # 8% slower: flagged when runs are tight, not when a run's own spread is 10%
+    assert kinds(compare([pt(108.0, spread=0.01)], history(100.0), TH).regressions) == ["slowdown"]
+    assert compare([pt(108.0, spread=0.10)], history(100.0), TH).regressions == []
+    # the history's own night-to-night scatter counts too
+    assert compare([pt(108.0)], history(100.0, 96.0, 104.0), TH).regressions == []
+
+
+def test_changes_below_the_absolute_floor_are_ignored():
+    assert compare([pt(2.8)], history(2.0), TH).regressions == []        # +40%, but 0.8 us
+    assert kinds(compare([pt(3.5)], history(2.0), TH).regressions) == ["slowdown"]
+
+
+def test_correctness_determinism_and_crashes_that_used_to_be_fine():
+    assert "correctness" in kinds(compare([pt(passed=False, status="fail")], history(100.0), TH).regressions)
+    assert "determinism" in kinds(compare([pt(det=False)], history(100.0), TH).regressions)
+    broken = compare([Point(KEY, 0, "crash", None, None, None, None, None)], history(100.0), TH)
+    assert kinds(broken.regressions) == ["broken"]
+
+
+def test_what_was_already_wrong_is_not_a_regression_and_its_fix_is_an_improvement():
+    assert compare([pt(passed=False, status="fail")], history(100.0, passed=False, status="fail"), TH).regressions == []
+    assert kinds(compare([pt()], history(100.0, passed=False, status="fail"), TH).improvements) == ["correctness"]
+    assert compare([pt(det=False)], history(100.0, det=False), TH).regressions == []
+
+
+def test_negative_controls_fail_without_being_regressions():
+    now = pt(passed=False, status="fail", neg=True)
+    assert compare([now], history(100.0, neg=True), TH).regressions == []
+
+
+def test_new_and_vanished_cases():
+    other = ("softmax", "triton", "online", "float32", "4096x4096", "NVIDIA H200")
+    rep = compare([pt(key=other)], history(100.0), TH)
+    assert kinds(rep.new) == ["new"] and kinds(rep.vanished) == ["vanished"]
+    skipped = Point(KEY, 0, "skipped", None, None, None, None, None, reason="liger is not installed")
+    assert kinds(compare([skipped], history(100.0), TH).vanished) == ["now skipped"]
+
+
+def test_only_the_last_nights_of_history_count():
+    nights = history(100.0, 100.0, 100.0, 100.0)
+    assert "2 nights" in compare([pt(300.0)], nights, Thresholds(history=2)).regressions[0].detail
+    assert "4 nights" in compare([pt(300.0)], nights, Thresholds(history=4)).regressions[0].detail
+
+
+def test_the_report_lists_regressions_first():
+    rep = compare([pt(200.0)], history(100.0), TH)
+    text = rep.markdown("night", ["a note"])
+    assert text.index("## Regressions (1)") < text.index("## Improvements") < text.index("## New cases") \
+        < text.index("## Vanished cases")
+    assert "| slowdown | rmsnorm | triton | - | bfloat16 | 32768x4096 | NVIDIA H200 |" in text
