@@ -26,6 +26,9 @@ SWEEPS = ("smoke", "default", "full")
 # Bytes a case needs besides its inputs and output, per output element: the float64
 # reference, error terms and masks of the checks, and the determinism bit copies.
 CHECK_BYTES_PER_OUTPUT = 8 * 8
+# An interpreter (Triton's, on a CPU) runs a kernel as numpy, a block at a time: it is for
+# correctness on small shapes; 64 MiB of traffic already takes minutes per case.
+INTERPRETER_MAX_BYTES = 64 << 20
 
 
 def as_list(value) -> list[str]:
@@ -171,8 +174,11 @@ def build(cfg, device: torch.device) -> Plan:
                 if not take_all_variants and variant not in variant_names:
                     continue
                 for dtype in dtypes:
+                    interpreted = name in frameworks and frameworks[name].interpreted(device)
                     for shape in shapes:
                         skip = unusable.get(name)
+                        if skip is None and interpreted:
+                            skip = _too_big_to_interpret(spec, shape, dtype)
                         if skip is None:
                             skip = _too_big(spec, shape, dtype, mem, device, user_shapes is not None)
                         cases.append(CaseSpec(op_name, name, variant, dtype, shape, params, skip))
@@ -183,6 +189,15 @@ def build(cfg, device: torch.device) -> Plan:
         raise ConfigError(f"nothing to run: no impl of {', '.join(op_names)} has variant "
                           f"{', '.join(variant_names)}")
     return Plan(device, sweep, cases)
+
+
+def _too_big_to_interpret(spec, shape, dtype: str) -> str | None:
+    r, w = spec.bytes_moved(shape, DTYPES[dtype])
+    if r + w <= INTERPRETER_MAX_BYTES:
+        return None
+    return (f"shape {list(shape)} moves {(r + w) / 2**20:.0f} MiB: too large for an interpreter on a CPU "
+            f"(limit {INTERPRETER_MAX_BYTES >> 20} MiB); its correctness is checked on smaller shapes "
+            "(sweep=smoke), its speed only on a GPU")
 
 
 def _too_big(spec, shape, dtype: str, mem: int, device, user_given: bool) -> str | None:

@@ -113,3 +113,13 @@ def test_an_unreachable_tracking_server_costs_nothing(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert len(results(tmp_path)) == 3
     assert "harness-upload" in proc.stdout and "unreachable" in proc.stderr
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter is the CPU's")
+def test_interpreted_impls_skip_shapes_too_large_to_interpret(tmp_path):
+    proc = harness(tmp_path, "op=copy", "impl=triton", "dtype=fp32", "shapes=[[1000],[50000000]]",
+                   "tracking=none", "isolate=false", "sweep=smoke")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    recs = {r["shape"][0]: r for r in results(tmp_path)}
+    assert recs[1000]["status"] == "ok"
+    assert recs[50000000]["status"] == "skipped" and "too large for an interpreter" in recs[50000000]["reason"]
