@@ -66,6 +66,7 @@ def _tracker(cfg: DictConfig):
 
 def run(cfg: DictConfig) -> int:
     device = devices.resolve(cfg.device)
+    planning.resolve_sweep(cfg, device)
     the_plan = planning.build(cfg, device)
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     invocation_id = uuid.uuid4().hex

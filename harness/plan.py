@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 
 from harness import registry
 from harness.device import memory_bytes
@@ -23,6 +23,17 @@ DTYPE_ALIASES = {"float32": "float32", "fp32": "float32", "f32": "float32", "flo
                  "bfloat16": "bfloat16", "bf16": "bfloat16",
                  "float16": "float16", "fp16": "float16", "f16": "float16", "half": "float16"}
 SWEEPS = ("smoke", "default", "full")
+
+
+def resolve_sweep(cfg, device: torch.device) -> None:
+    """``sweep=auto``: the default sweep on a GPU, the smoke sweep on a CPU."""
+    if str(cfg.sweep.get("name")) != "auto":
+        return
+    chosen = "default" if device.type == "cuda" else "smoke"
+    with open_dict(cfg):
+        cfg.sweep = OmegaConf.load(CONF_DIR / "sweep" / f"{chosen}.yaml")
+    if device.type != "cuda":
+        print(f"harness: sweep=auto chose the {chosen} sweep on {device} (sweep=default runs the GPU-sized shapes)")
 # Bytes a case needs besides its inputs and output, per output element: the float64
 # reference, error terms and masks of the checks, and the determinism bit copies.
 CHECK_BYTES_PER_OUTPUT = 8 * 8

@@ -123,3 +123,11 @@ def test_interpreted_impls_skip_shapes_too_large_to_interpret(tmp_path):
     recs = {r["shape"][0]: r for r in results(tmp_path)}
     assert recs[1000]["status"] == "ok"
     assert recs[50000000]["status"] == "skipped" and "too large for an interpreter" in recs[50000000]["reason"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU's choice")
+def test_sweep_auto_takes_the_smoke_shapes_on_a_cpu(tmp_path):
+    proc = harness(tmp_path, "op=scale", "impl=eager", "dtype=fp32", "tracking=none", "isolate=false")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "sweep=auto chose the smoke sweep" in proc.stdout
+    assert [r["shape"] for r in results(tmp_path)] == [[7], [1000], [4099]]
