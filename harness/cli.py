@@ -123,7 +123,9 @@ def run(cfg: DictConfig) -> int:
                            {f"n_{k}": v for k, v in counts.items()})
             print(f"MLflow: {tracker.uri} ({tracker.run_url(invocation_id)})")
             if tracker.uri.startswith("sqlite:"):
-                print(f"  open the UI with: mlflow ui --backend-store-uri {tracker.uri}")
+                mlflow_cli = Path(sys.executable).parent / "mlflow"
+                mlflow_cli = mlflow_cli if mlflow_cli.exists() else "mlflow"
+                print(f"  open the UI with: {mlflow_cli} ui --backend-store-uri {tracker.uri}")
         except Exception as e:  # noqa: BLE001
             tracker_note = f"MLflow finish failed: {type(e).__name__}: {e}"
             tracker = None
