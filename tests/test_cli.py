@@ -1,25 +1,11 @@
 """The CLI end to end, in a subprocess, as a user runs it; bad inputs included."""
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers import results, run_harness
 
 
-def harness(tmp_path, *args, timeout=900):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_CACHE": str(tmp_path / "cache")}
-    return subprocess.run([sys.executable, "-m", "harness", *args, f"hydra.run.dir={tmp_path}/run",
-                           "hydra.sweep.dir=" + str(tmp_path / "multi"), "roof.bytes=4194304"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def results(tmp_path, sub="run"):
-    return [json.loads(line) for line in (tmp_path / sub / "results.jsonl").read_text().splitlines()]
+harness = run_harness
 
 
 @pytest.mark.slow

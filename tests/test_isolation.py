@@ -1,26 +1,13 @@
 """One failing implementation never stops the others, even when it kills its process or hangs."""
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers import results, run_harness
 
 
 def harness(tmp_path, *args, timeout=600):
-    env = {**os.environ, "HARNESS_PLUGINS": "tests.plugins.broken", "PYTHONPATH": str(ROOT),
-           "HARNESS_CACHE": str(tmp_path / "cache")}
-    proc = subprocess.run([sys.executable, "-m", "harness", *args, f"hydra.run.dir={tmp_path}/run",
-                           "tracking=none", "sweep=smoke", "dtype=fp32", "roof.bytes=4194304"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
-    records = []
-    path = tmp_path / "run" / "results.jsonl"
-    if path.exists():
-        records = [json.loads(line) for line in path.read_text().splitlines()]
-    return proc, records
+    proc = run_harness(tmp_path, *args, "tracking=none", "sweep=smoke", "dtype=fp32", timeout=timeout,
+                       env={"HARNESS_PLUGINS": "tests.plugins.broken"})
+    return proc, results(tmp_path)
 
 
 @pytest.mark.slow
