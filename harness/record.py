@@ -61,6 +61,7 @@ class Record:
     seed: int | None = None
     params: dict[str, Any] = field(default_factory=dict)
     impl_config: dict[str, Any] = field(default_factory=dict)   # the launch config an impl chose
+    tuning: dict[str, Any] = field(default_factory=dict)        # what the tuner measured to choose it
     provenance: dict[str, Any] = field(default_factory=dict)
     traceback: str = ""
     invocation_id: str = ""

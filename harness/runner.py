@@ -100,6 +100,7 @@ class Runner:
             impl = self._impl(spec)
             launch, inputs, out = self._check(rec, op, impl, spec.shape, dtype)
             rec.impl_config = dict(getattr(launch, "config", {}))
+            rec.tuning = dict(getattr(launch, "tuning", {}))
             self._repeatability(rec, op, impl, launch, inputs, out)
             self._time(rec, launch, self.frameworks[spec.impl].interpreted(self.device))
             rec.status = "ok" if rec.passed else "fail"

@@ -37,7 +37,7 @@ def compile_sm90(fn, signature, constexprs, num_warps, aligned):
 
 def kernels():
     from impls.copy.triton import _copy
-    from impls.layernorm.triton import LANES, _layernorm
+    from impls.layernorm.triton import _layernorm
     from impls.rmsnorm.triton import _rmsnorm
     from impls.rmsnorm_silu_mul_add.triton import _fused, _pointwise
     from impls.scale.triton import _scale
@@ -60,8 +60,9 @@ def kernels():
             ("partials", _reduce_partials, {"p_ptr": "*fp32", "out_ptr": "*fp32", "programs": "i32"},
              {"IS_MAX": True, "BLOCK": 2048}, 4, ("p_ptr",), False),
         ]
-        for cols, warps in ((4096, 8), (16384, 32)):
-            on_chip = {"BLOCK": cols, "ON_CHIP": True, "EVEN": True}
+        group = 8 if dt == "bf16" else 4
+        for cols, rows, warps in ((4096, 2, 8), (16384, 1, 32)):
+            on_chip = {"ROWS": rows, "BLOCK": cols, "ON_CHIP": True, "EVEN": True}
             out += [
                 (f"rmsnorm{cols}", _rmsnorm, {"x_ptr": p, "g_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
                  on_chip, warps, ("x_ptr", "g_ptr", "y_ptr", "cols"), True),
@@ -70,18 +71,19 @@ def kernels():
             ]
             for v in (0, 1, 2):
                 out.append((f"softmax{cols}v{v}", _softmax, {"x_ptr": p, "y_ptr": p, **row},
-                            {"VARIANT": v, "BLOCK": cols if v == 0 else 4096, "EVEN": v == 0},
+                            {"VARIANT": v, "ROWS": 1, "BLOCK": cols if v == 0 else 4096, "EVEN": v == 0},
                             warps if v == 0 else 8,
                             ("x_ptr", "y_ptr", "cols"), True))
                 out.append((f"layernorm{cols}v{v}", _layernorm,
                             {"x_ptr": p, "g_ptr": p, "b_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
-                            {"VARIANT": v, "BLOCK": cols, "ON_CHIP": True, "EVEN": True, "LANES_": LANES},
+                            {"VARIANT": v, **on_chip, "GROUP": group},
                             warps, ("x_ptr", "g_ptr", "b_ptr", "y_ptr", "cols"), True))
+        looped = {"ROWS": 1, "BLOCK": 4096, "ON_CHIP": False, "EVEN": False}
         out.append(("rmsnorm_looped", _rmsnorm, {"x_ptr": p, "g_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
-                    {"BLOCK": 4096, "ON_CHIP": False, "EVEN": False}, 8, ("x_ptr", "g_ptr", "y_ptr"), False))
+                    looped, 8, ("x_ptr", "g_ptr", "y_ptr"), False))
         out.append(("layernorm_looped_welford", _layernorm,
                     {"x_ptr": p, "g_ptr": p, "b_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
-                    {"VARIANT": 0, "BLOCK": 4096, "ON_CHIP": False, "EVEN": False, "LANES_": LANES}, 8,
+                    {"VARIANT": 0, **looped, "GROUP": group}, 8,
                     ("x_ptr", "g_ptr", "b_ptr", "y_ptr"), False))
     return out
 

@@ -4,8 +4,10 @@
       series run        one per (op, impl, variant, dtype): metric ``gbps`` (row ops:
                         ``gbps_C<cols>``) with step = compulsory bytes, so a chart of that
                         metric draws GB/s against size, one line per implementation
-        case run        one per record: params op/impl/variant/dtype/shape, metrics
-                        gbps, pct_roof, median_us, errors...; tags status, gpu, record_id
+        case run        one per record: params op/impl/variant/dtype/shape, the impl's
+                        launch config as config.<key>, the tuner's table as ``tuning``
+                        (JSON); metrics gbps, pct_roof, median_us, errors...; tags
+                        status, gpu, record_id
 
 Filter with e.g. ``params.op = 'rmsnorm' and tags.gpu = 'NVIDIA H200'``.
 Uploading is idempotent: a case run carries its record's ``harness.record_id``, series and
@@ -16,6 +18,7 @@ so a run never hangs on it; the records stay in results.jsonl for ``harness-uplo
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 import urllib.error
@@ -29,6 +32,7 @@ from harness.record import Record
 BOUNDED_RETRIES = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
                    "MLFLOW_HTTP_REQUEST_TIMEOUT": "15", "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.5"}
 
+MAX_PARAM = 6000   # MLflow's limit on a param value
 RUN_STATUS = {"ok": "FINISHED", "skipped": "KILLED"}   # everything else: FAILED
 CASE_METRICS = ("median_us", "p10_us", "p90_us", "samples", "spread", "graph_us", "gbps",
                 "roof_gbps", "pct_roof", "peak_gbps", "pct_peak", "max_abs_err", "max_rel_err",
@@ -152,7 +156,7 @@ class MlflowLogger:
         run_id = run.info.run_id
         if params:
             from mlflow.entities import Param
-            self.client.log_batch(run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()])
+            self.client.log_batch(run_id, params=[Param(k, str(v)[:MAX_PARAM]) for k, v in params.items()])
         self._invocations[invocation_id] = run_id
         return run_id
 
@@ -189,6 +193,10 @@ class MlflowLogger:
                   "shape": r.shape_str, "device": r.device, "seed": r.seed,
                   "bytes_read": r.bytes_read, "bytes_written": r.bytes_written,
                   **{f"op.{k}": v for k, v in (r.params or {}).items()}}
+        params.update({f"config.{k}": v for k, v in (r.impl_config or {}).items()})
+        if r.tuning:
+            table = json.dumps(r.tuning, separators=(",", ":"))
+            params["tuning"] = table if len(table) <= MAX_PARAM else f"{len(table)} characters: in results.jsonl"
         if len(r.shape) == 2:
             params.update(rows=r.shape[0], cols=r.shape[1])
         else:
@@ -209,7 +217,7 @@ class MlflowLogger:
         self.client.log_batch(
             run_id,
             metrics=[Metric(k, float(v), ts, 0) for k, v in metrics.items()],
-            params=[Param(k, str(v)) for k, v in params.items()],
+            params=[Param(k, str(v)[:MAX_PARAM]) for k, v in params.items()],
             tags=[])
         self.client.set_terminated(run_id, RUN_STATUS.get(r.status, "FAILED"), end_time=ts + 1)
         self._records.add(r.record_id)

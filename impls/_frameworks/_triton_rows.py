@@ -30,3 +30,56 @@ def sum_of_squares(x_ptr, base, cols, BLOCK: tl.constexpr):
         x = tl.load(x_ptr + base + start + c, mask=start + c < cols, other=0.0).to(tl.float32)
         squares += x * x
     return tl.sum(squares, 0)
+
+
+# --- tiles of ROWS rows: [ROWS, BLOCK] per step of a program -------------------------
+# A program that holds several short rows at once keeps more bytes in flight per
+# reduction (each tl.sum across warps is a barrier with no loads outstanding) and pays
+# that barrier once for ROWS rows. Each row is still reduced along axis 1 on its own, in
+# the same order whichever tile slot it sits in: results do not depend on the batch.
+
+@triton.jit
+def tile_offsets(tile, rows, cols, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    """Element offsets [ROWS, BLOCK] (int64) of row tile ``tile``, and its row mask [ROWS, 1]."""
+    r = tile * ROWS + tl.arange(0, ROWS)
+    offs = r.to(tl.int64)[:, None] * cols + tl.arange(0, BLOCK)[None, :]
+    return offs, (r < rows)[:, None]
+
+
+@triton.jit
+def tile_mask(ok, cols, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    """The element mask of a tile: its rows, and its columns unless the row fills the block.
+    A row-only mask is constant along a row, so the accesses stay 16-byte vectors."""
+    if EVEN:
+        mask = tl.broadcast_to(ok, [ok.shape[0], BLOCK])
+    else:
+        mask = ok & (tl.arange(0, BLOCK) < cols)[None, :]
+    return mask
+
+
+@triton.jit
+def load_tile(ptr, offs, ok, cols, BLOCK: tl.constexpr, EVEN: tl.constexpr, LOAD: tl.constexpr):
+    """A tile of rows as fp32, 0 where masked."""
+    mask = tile_mask(ok, cols, BLOCK, EVEN)
+    return tl.load(ptr + offs, mask=mask, other=0.0, eviction_policy=LOAD).to(tl.float32)
+
+
+@triton.jit
+def store_tile(ptr, offs, ok, cols, y, BLOCK: tl.constexpr, EVEN: tl.constexpr, STORE: tl.constexpr):
+    """Store a tile, rounded once into the output's dtype."""
+    tl.store(ptr + offs, y.to(ptr.dtype.element_ty), mask=tile_mask(ok, cols, BLOCK, EVEN),
+             cache_modifier=STORE)
+
+
+@triton.jit
+def load_columns(ptr, cols, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    """A per-column operand (a norm's weight or bias) as [1, BLOCK] fp32. Loaded in every
+    tile step, from L2 after the first: held across a persistent loop it would cost a
+    register per element for the whole kernel, and registers decide how many programs
+    (and so how many bytes in flight) fit on an SM."""
+    c = tl.arange(0, BLOCK)[None, :]
+    if EVEN:
+        v = tl.load(ptr + c)
+    else:
+        v = tl.load(ptr + c, mask=c < cols, other=0.0)
+    return v.to(tl.float32)

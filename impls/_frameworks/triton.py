@@ -1,6 +1,7 @@
 """Triton. On a CUDA GPU for real; on a CPU under Triton's interpreter (TRITON_INTERPRET=1),
 which the harness switches on itself: correct results, no timing claims."""
 import os
+from dataclasses import dataclass, field
 
 from harness.registry import Framework
 
@@ -69,6 +70,14 @@ _tuned: dict = {}
 _timers: dict = {}
 
 
+@dataclass
+class Tuned:
+    """A tuner's choice and the table it chose from: every candidate tried, with its
+    times on each tuning problem (empty under the interpreter, or with one candidate)."""
+    config: dict
+    table: dict = field(default_factory=dict)
+
+
 def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -84,43 +93,53 @@ def sm_count(device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def tune(key, candidates: list[dict], run) -> dict:
-    """The fastest of ``candidates`` for ``key``, measured once per process with
-    ``run(config)`` by the harness's own CUDA timer, outside any timed region.
-    Under the interpreter there is nothing to measure: the first candidate is used."""
-    if key in _tuned:
-        return _tuned[key]
-    if interpreting() or len(candidates) == 1:
-        _tuned[key] = candidates[0]
-        return candidates[0]
+def _timer():
+    """The harness's CUDA timer and a short budget: candidates are measured the way the
+    harness measures (cold L2 by a read-only flush, CUDA events), so that the config
+    tuned for is the one the sweep then times."""
     import torch
-    from triton.compiler.errors import CompilationError
-    from triton.runtime.errors import OutOfResources
 
     from harness.timing import CudaTimer, TimingBudget
-    # Measured the way the harness measures (cold L2 by a read-only flush, CUDA events),
-    # so that the configuration tuned for is the one the sweep then times.
     device = torch.device("cuda", torch.cuda.current_device())
     timer = _timers.get(device) or _timers.setdefault(device, CudaTimer(device))
     budget = TimingBudget(warmup_ms=2, min_samples=10, max_samples=200, max_seconds=0.1,
                           graph_below_bytes=0)
-    best, best_us = None, float("inf")
-    for cfg in candidates:
-        try:
-            us = timer.time(lambda: run(cfg), budget, 1 << 30).median_us
-        except (CompilationError, OutOfResources):   # a config that does not fit: skip it
-            continue
-        if us < best_us:
-            best, best_us = cfg, us
-    if best is None:
+    return timer, budget
+
+
+def _measure(run) -> float | None:
+    """Median microseconds of ``run()``, or None for a config that does not compile or fit."""
+    from triton.compiler.errors import CompilationError
+    from triton.runtime.errors import OutOfResources
+    timer, budget = _timer()
+    try:
+        return timer.time(run, budget, 1 << 30).median_us
+    except (CompilationError, OutOfResources):
+        return None
+
+
+def tune(key, candidates: list[dict], run) -> Tuned:
+    """The fastest of ``candidates`` for ``key``, measured once per process with
+    ``run(config)``, outside any timed region. Under the interpreter there is nothing
+    to measure: the first candidate is used."""
+    if key in _tuned:
+        return _tuned[key]
+    if interpreting() or len(candidates) == 1:
+        return _tuned.setdefault(key, Tuned(candidates[0]))
+    rows = [{**cfg, "us": _measure(lambda: run(cfg))} for cfg in candidates]
+    ran = [r for r in rows if r["us"] is not None]
+    if not ran:
         raise RuntimeError(f"no Triton config ran for {key}: {candidates}")
-    _tuned[key] = best
-    return best
+    best = min(ran, key=lambda r: r["us"])
+    config = {k: v for k, v in best.items() if k != "us"}
+    return _tuned.setdefault(key, Tuned(config, {"candidates": rows}))
 
 
-def configured(launch, config: dict):
-    """Attach the launch configuration to a launcher: the record shows what ran."""
+def configured(launch, config: dict, tuning: dict | None = None):
+    """Attach the launch configuration (and the tuner's table) to a launcher: the record
+    shows what ran and what it was chosen from."""
     launch.config = dict(config)
+    launch.tuning = dict(tuning or {})
     return launch
 
 
@@ -141,23 +160,27 @@ def launch_1d(kernel, args: tuple, n: int, key, device, extra: dict | None = Non
         kernel[(triton.cdiv(n, cfg["BLOCK"]),)](*args, n, **(extra or {}), BLOCK=cfg["BLOCK"],
                                                 num_warps=cfg["num_warps"], **HINTS[cfg["hints"]])
 
-    cfg = tune(key, candidates, run)
-    return configured(lambda: run(cfg), cfg)
+    tuned = tune(key, candidates, run)
+    return configured(lambda: run(tuned.config), tuned.config, tuned.table)
 
 
-# --- row ops (softmax, norms): one program per row, or a persistent grid of them -------
+# --- row ops (softmax, norms, the chain): tiles of rows, one per program step ----------
 
 # Rows up to this many elements stay in registers (one read of x); longer rows are
 # walked in tiles of ROW_TILE with a column loop (x read again from L2 or memory).
 MAX_ON_CHIP = 32768
 ROW_TILE = 4096
+SCRATCH_BYTES = 256 << 20   # the tuning problem: large enough to stream from memory
+SMALL_ROWS = 16             # the second tuning problem: a batch too small to fill the GPU
+SMALL_SLACK = 0.01          # how much large-problem time buys a faster small problem
+TILE_ELEMENTS = 8192        # the most elements of a tile of several rows
+PERSISTENT_PER_SM = 8       # programs per SM of a persistent grid
 
 
 def row_tile(custom_combine: bool = False) -> int:
     """The column tile of looped rows. The interpreter runs tl.reduce's custom combines
     (online softmax, Welford) one element at a time in Python: those get narrow tiles."""
     return 64 if custom_combine and interpreting() else ROW_TILE
-SCRATCH_BYTES = 256 << 20   # the tuning problem: large enough to stream from memory
 
 
 def row_block(cols: int, custom_combine: bool = False) -> tuple[int, bool]:
@@ -167,35 +190,75 @@ def row_block(cols: int, custom_combine: bool = False) -> tuple[int, bool]:
     return row_tile(custom_combine), False
 
 
-def row_candidates(block: int) -> list[dict]:
-    """~16 (or 8) elements per thread; each tried one row per program and persistent
-    (8 programs per SM walking rows, loading the weights once per program), with and
-    without streaming cache hints."""
-    warps = min(32, max(4, block // 512))
-    options = sorted({warps, max(4, warps // 2)}, reverse=True)
-    return [dict(num_warps=w, persistent=p, hints=h) for w in options for p in (False, True) for h in HINTS]
+def tile_shapes(block: int, on_chip: bool, max_rows: int = 8) -> list[tuple[int, int]]:
+    """(rows per tile, num_warps) to try: tiles of 1 to ``max_rows`` rows (several only
+    while a tile holds at most TILE_ELEMENTS), each with 8, 16 or 32 elements per thread:
+    one to four 16-byte loads in flight per thread for 16-bit data, two to eight for fp32."""
+    shapes = []
+    for rows in (1, 2, 4, 8):
+        if rows > (max_rows if on_chip else 1) or (rows > 1 and rows * block > TILE_ELEMENTS):
+            break
+        for per_thread in (8, 16, 32):
+            warps = min(32, max(1, rows * block // (32 * per_thread)))
+            if (rows, warps) not in shapes:
+                shapes.append((rows, warps))
+    return shapes
 
 
-def row_kwargs(cfg: dict) -> dict:
-    """The launch keywords of a row config: warps and the cache-hint constexprs."""
-    return {"num_warps": cfg["num_warps"], **HINTS[cfg["hints"]]}
+def row_launch(kernel, cfg: dict, rows: int, device, *args, **constexprs):
+    """Launch a row kernel ``kernel(*args, programs, ROWS=..., ...)``: one program per tile
+    of cfg["rows"] rows, or a persistent grid of PERSISTENT_PER_SM programs per SM walking
+    the tiles."""
+    tiles = -(-rows // cfg["rows"])
+    programs = min(tiles, PERSISTENT_PER_SM * sm_count(device)) if cfg["persistent"] else tiles
+    kernel[(programs,)](*args, programs, ROWS=cfg["rows"], num_warps=cfg["num_warps"],
+                        **HINTS[cfg["hints"]], **constexprs)
 
 
-def row_programs(cfg: dict, rows: int, device) -> int:
-    return min(rows, 8 * sm_count(device)) if cfg["persistent"] else rows
+def _choose(candidates: list[dict]) -> dict:
+    """The fastest on the large problem; among those within SMALL_SLACK of it, the fastest
+    on the small one (a latency-bound batch), since one config serves every batch."""
+    ran = [c for c in candidates if c["us"] is not None and c["small_us"] is not None]
+    if not ran:
+        raise RuntimeError(f"no Triton row config ran: {candidates}")
+    fastest = min(c["us"] for c in ran)
+    best = min((c for c in ran if c["us"] <= fastest * (1 + SMALL_SLACK)), key=lambda c: c["small_us"])
+    return {k: best[k] for k in ("rows", "num_warps", "persistent", "hints")}
 
 
-def tune_rows(key, cols: int, block: int, dtype, device, make_scratch, run) -> dict:
-    """Tune a row kernel once per ``key`` (op, variant, cols, dtype) on a scratch problem
-    of ~256 MiB, whatever the batch at hand: the choice, and so every row's bits, depend
-    on the row length and dtype only, never on the number of rows (batch invariance).
-    ``block`` is the kernel's BLOCK (the row, or its column tile); ``make_scratch(rows)``
-    builds the arguments and ``run(cfg, args, rows)`` launches."""
-    candidates = row_candidates(block)
-    if key in _tuned or interpreting():
-        return tune(key, candidates, None)
-    rows = max(1, SCRATCH_BYTES // (cols * dtype.itemsize))
-    args = make_scratch(rows)
-    cfg = tune(key, candidates, lambda c: run(c, args, rows))
-    del args
-    return cfg
+def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scratch, run,
+              max_rows: int = 8) -> Tuned:
+    """Tune a row kernel once per ``key`` (op, variant, cols, element size) on a scratch
+    problem of ~256 MiB and on a SMALL_ROWS batch, whatever the batch at hand: the
+    choice, and so every row's bits, depend on the row length and dtype size only, never
+    on the number of rows (batch invariance). fp16 and bf16 share a choice: same bytes,
+    same arithmetic. ``block`` is the kernel's BLOCK (the row, or its column tile);
+    ``make_scratch(rows)`` builds the arguments and ``run(cfg, args, rows)`` launches.
+
+    First every tile shape (rows per tile x warps) one program per tile, without cache
+    hints; then the best of those with a persistent grid, and with streaming hints."""
+    if key in _tuned:
+        return _tuned[key]
+    shapes = tile_shapes(block, on_chip, max_rows)
+    if interpreting():
+        rows, warps = max(shapes)   # the most rows per tile: exercises the row masks
+        return _tuned.setdefault(key, Tuned(dict(rows=rows, num_warps=warps, persistent=True, hints="plain")))
+    large = max(1, SCRATCH_BYTES // (cols * dtype.itemsize))
+    problems = {"us": (large, make_scratch(large)), "small_us": (min(SMALL_ROWS, large), make_scratch(min(SMALL_ROWS, large)))}
+    candidates = []
+
+    def measure(cfg):
+        if any(all(c[k] == cfg[k] for k in cfg) for c in candidates):
+            return
+        candidates.append({**cfg, **{name: _measure(lambda: run(cfg, args, n)) for name, (n, args) in problems.items()}})
+
+    for rows, warps in shapes:
+        measure(dict(rows=rows, num_warps=warps, persistent=False, hints="plain"))
+    best = _choose(candidates)
+    for toggle in ({"persistent": True}, {"hints": "stream"}):
+        measure({**best, **toggle})
+        best = _choose(candidates)
+    table = {"problems": {"us": f"{large}x{cols}", "small_us": f"{problems['small_us'][0]}x{cols}"},
+             "candidates": candidates}
+    del problems
+    return _tuned.setdefault(key, Tuned(best, table))

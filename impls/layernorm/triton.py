@@ -1,12 +1,15 @@
 """Triton LayerNorm: y = (x - mean) · rsqrt(var + eps) · g + b, statistics in fp32.
 
 Bytes: read x, g, b; write y. Rows of up to 32768 elements stay in registers (x read
-once); longer rows take a column loop and read x again to normalise.
+once), in tiles of ROWS rows per program step (as the Triton rmsnorm); longer rows take a
+column loop and read x again to normalise.
 
   welford   Chan et al.'s parallel Welford: statistics (count, mean, M2) of groups of the
             row, merged pairwise by an associative combine (_chan_merge) in tl.reduce's
-            tree. On chip the groups are LANES runs of the row; in the column loop each
-            lane keeps a running Welford update over the tiles. Stable for any mean.
+            tree. On chip a group is one thread's 16-byte vector of the row (GROUP
+            elements), so its count, mean and M2 come from registers with no exchange;
+            only the merge crosses threads. In the column loop each lane keeps a running
+            Welford update over the tiles. Stable for any mean.
   two_pass  mean first, then the sum of (x - mean)²: stable; in the column loop x is read
             three times (mean, variance, output).
   naive     E[x²] - E[x]² from one pass: the sums are large when |mean| >> std and their
@@ -17,10 +20,8 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks._triton_rows import load_row, store_row
-from impls._frameworks.triton import configured, row_block, row_kwargs, row_programs, tune_rows
-
-LANES = 64   # groups of the on-chip Welford merge (and the width of its tl.reduce tree)
+from impls._frameworks._triton_rows import load_columns, load_tile, store_tile, tile_mask, tile_offsets
+from impls._frameworks.triton import configured, row_block, row_launch, tune_rows
 
 
 @triton.jit
@@ -33,49 +34,62 @@ def _chan_merge(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
 
 
 @triton.jit
-def _row_stats(x, cols, mask, VARIANT: tl.constexpr, BLOCK: tl.constexpr, LANES_: tl.constexpr):
-    """(mean, biased variance) of one on-chip row ``x`` (masked lanes hold 0)."""
-    if VARIANT == 0:
-        # LANES_ groups of BLOCK // LANES_ contiguous elements (neighbouring registers and
-        # lanes: the in-group sums stay inside warps), each with its own count, mean and M2
-        # (centred on the group mean), then Chan-merged across the groups in a tree.
-        x2 = tl.reshape(x, [LANES_, BLOCK // LANES_])
-        m2d = tl.reshape(mask, [LANES_, BLOCK // LANES_]).to(tl.float32)
-        n_g = tl.sum(m2d, 1)
-        mean_g = tl.sum(x2, 1) / tl.maximum(n_g, 1.0)
-        dev = (x2 - mean_g[:, None]) * m2d
-        m2_g = tl.sum(dev * dev, 1)
-        mean, m2, n = tl.reduce((mean_g, m2_g, n_g), 0, _chan_merge)
-        var = m2 / cols
-    elif VARIANT == 1:
-        mean = tl.sum(x, 0) / cols
-        dev = tl.where(mask, x - mean, 0.0)
-        var = tl.sum(dev * dev, 0) / cols
+def _welford_groups(x3, m3, cols, GROUP: tl.constexpr, EVEN: tl.constexpr):
+    """(mean, biased variance) [ROWS] of on-chip rows viewed as groups ``x3`` [ROWS, BLOCK //
+    GROUP, GROUP] (``m3``: 1.0 where an element is in the row): each group's count, mean and
+    M2 centred on its own mean, from one thread's registers; then Chan-merged across the
+    row's groups in tl.reduce's tree."""
+    if EVEN:
+        n_g = tl.full([x3.shape[0], x3.shape[1]], GROUP, tl.float32)
+        mean_g = tl.sum(x3, 2) / GROUP
+        dev = x3 - mean_g[:, :, None]
     else:
-        mean = tl.sum(x, 0) / cols
-        var = tl.sum(x * x, 0) / cols - mean * mean   # cancels: the negative control
-    return mean, var
+        n_g = tl.sum(m3, 2)
+        mean_g = tl.sum(x3, 2) / tl.maximum(n_g, 1.0)
+        dev = (x3 - mean_g[:, :, None]) * m3
+    mean, m2, n = tl.reduce((mean_g, tl.sum(dev * dev, 2), n_g), 1, _chan_merge)
+    return mean, m2 / cols
 
 
 @triton.jit
 def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs,
-               VARIANT: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr,
-               EVEN: tl.constexpr, LANES_: tl.constexpr,
-               LOAD: tl.constexpr, STORE: tl.constexpr):
+               VARIANT: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr,
+               EVEN: tl.constexpr, GROUP: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr):
     """VARIANT 0: welford, 1: two_pass, 2: naive."""
     pid = tl.program_id(0)
-    c = tl.arange(0, BLOCK)
     if ON_CHIP:
-        cmask = c < cols
-        g = tl.load(g_ptr + c, mask=cmask, other=0.0).to(tl.float32)
-        b = tl.load(b_ptr + c, mask=cmask, other=0.0).to(tl.float32)
-    for row in range(pid, rows, programs):
-        base = tl.cast(row, tl.int64) * cols
-        if ON_CHIP:
-            x = load_row(x_ptr, base, c, cols, 0.0, EVEN, LOAD)
-            mean, var = _row_stats(x, cols, cmask, VARIANT, BLOCK, LANES_)
-            store_row(y_ptr, base, c, cols, (x - mean) * tl.math.rsqrt(var + eps) * g + b, EVEN, STORE)
-        else:
+        for tile in range(pid, tl.cdiv(rows, ROWS), programs):
+            offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
+            x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
+            if VARIANT == 0:
+                # normalised in the grouped view too: computed from the flat view, y would
+                # take the statistics' layout and x would cross threads through shared memory
+                shape3: tl.constexpr = [ROWS, BLOCK // GROUP, GROUP]
+                x3 = tl.reshape(x, shape3)
+                m3 = tl.reshape(tl.broadcast_to(tile_mask(ok, cols, BLOCK, EVEN), [ROWS, BLOCK]).to(tl.float32),
+                                shape3)
+                mean, var = _welford_groups(x3, m3, cols, GROUP, EVEN)
+                g = load_columns(g_ptr, cols, BLOCK, EVEN)   # after the statistics: fewer live registers
+                b = load_columns(b_ptr, cols, BLOCK, EVEN)
+                y3 = (x3 - mean[:, None, None]) * tl.math.rsqrt(var + eps)[:, None, None] \
+                    * tl.reshape(g, [1, BLOCK // GROUP, GROUP]) + tl.reshape(b, [1, BLOCK // GROUP, GROUP])
+                y = tl.reshape(y3, [ROWS, BLOCK])
+            else:
+                mean = tl.sum(x, 1) / cols
+                if VARIANT == 1:
+                    dev = x - mean[:, None]
+                    if not EVEN:
+                        dev = tl.where(tile_mask(ok, cols, BLOCK, EVEN), dev, 0.0)
+                    var = tl.sum(dev * dev, 1) / cols
+                else:
+                    var = tl.sum(x * x, 1) / cols - mean * mean   # cancels: the negative control
+                y = (x - mean[:, None]) * tl.math.rsqrt(var + eps)[:, None] * load_columns(g_ptr, cols, BLOCK, EVEN) \
+                    + load_columns(b_ptr, cols, BLOCK, EVEN)
+            store_tile(y_ptr, offs, ok, cols, y, BLOCK, EVEN, STORE)
+    else:   # ROWS == 1: one row at a time, BLOCK-wide column tiles
+        c = tl.arange(0, BLOCK)
+        for row in range(pid, rows, programs):
+            base = tl.cast(row, tl.int64) * cols
             if VARIANT == 0:   # a running Welford update per lane, then the lanes merged
                 n = tl.zeros([BLOCK], tl.float32)
                 mean_l = tl.zeros([BLOCK], tl.float32)
@@ -130,22 +144,22 @@ def layernorm_launcher(x, weight, bias, eps, out, variant: str):
     rows, cols = x.shape
     code = VARIANTS[variant]
     block, on_chip = row_block(cols, custom_combine=code == 0)
-    block = max(block, LANES)          # the on-chip Welford groups need BLOCK >= LANES
     even = on_chip and block == cols
+    group = min(block, max(1, 16 // x.dtype.itemsize))   # one 16-byte vector per Welford group
 
     def run(cfg, args, n_rows):
         xx, gg, bb, yy = args
-        programs = row_programs(cfg, n_rows, xx.device)
-        _layernorm[(programs,)](xx, gg, bb, yy, n_rows, cols, eps, programs, VARIANT=code, BLOCK=block,
-                                ON_CHIP=on_chip, EVEN=even, LANES_=LANES, **row_kwargs(cfg))
+        row_launch(_layernorm, cfg, n_rows, xx.device, xx, gg, bb, yy, n_rows, cols, eps,
+                   VARIANT=code, BLOCK=block, ON_CHIP=on_chip, EVEN=even, GROUP=group)
 
     def scratch(n_rows):
         xs = torch.randn(n_rows, cols, device=x.device).to(x.dtype)
         return xs, weight, bias, torch.empty_like(xs)
 
-    cfg = tune_rows(("layernorm", code, cols, x.dtype), cols, block, x.dtype, x.device, scratch, run)
-    return configured(lambda: run(cfg, (x, weight, bias, out), rows),
-                      {**cfg, "BLOCK": block, "on_chip": on_chip})
+    tuned = tune_rows(("layernorm", code, cols, x.dtype.itemsize), cols, block, on_chip, x.dtype, x.device,
+                      scratch, run)
+    return configured(lambda: run(tuned.config, (x, weight, bias, out), rows),
+                      {**tuned.config, "BLOCK": block, "on_chip": on_chip}, tuned.table)
 
 
 @impl("layernorm", "triton", variant="welford")

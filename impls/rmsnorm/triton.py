@@ -2,35 +2,36 @@
 
 Bytes: read x (R·H·s) and g (H·s), write y (R·H·s). A row of up to 32768 elements is
 loaded once into registers: the sum of squares and the scaling both come from there, so
-x is read exactly once. g is loaded once per program; the persistent grid (8 programs per
-SM, each walking rows) reads it once per program instead of once per row. Rows whose
-length is a multiple of the block take unmasked, 16-byte vector loads (EVEN).
-Longer rows: a column loop for the sum of squares, then a second pass to scale.
+x is read exactly once. Each program step takes a tile of ROWS rows (several short rows
+per step keep more loads in flight per reduction); g comes from L2 after the first tile.
+Rows whose length is a multiple of the block take unmasked-column, 16-byte vector loads
+(EVEN). Longer rows: a column loop for the sum of squares, then a second pass to scale.
 """
 import torch
 import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks._triton_rows import load_row, store_row, sum_of_squares
-from impls._frameworks.triton import configured, row_block, row_kwargs, row_programs, tune_rows
+from impls._frameworks._triton_rows import load_columns, load_tile, store_tile, sum_of_squares, tile_offsets
+from impls._frameworks.triton import configured, row_block, row_launch, tune_rows
 
 
 @triton.jit
 def _rmsnorm(x_ptr, g_ptr, y_ptr, rows, cols, eps, programs,
-             BLOCK: tl.constexpr, ON_CHIP: tl.constexpr, EVEN: tl.constexpr,
+             ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr, EVEN: tl.constexpr,
              LOAD: tl.constexpr, STORE: tl.constexpr):
     pid = tl.program_id(0)
-    c = tl.arange(0, BLOCK)
     if ON_CHIP:
-        g = load_row(g_ptr, 0, c, cols, 0.0, EVEN, "")
-    for row in range(pid, rows, programs):
-        base = tl.cast(row, tl.int64) * cols
-        if ON_CHIP:
-            x = load_row(x_ptr, base, c, cols, 0.0, EVEN, LOAD)
-            inv_rms = tl.math.rsqrt(tl.sum(x * x, 0) / cols + eps)
-            store_row(y_ptr, base, c, cols, x * inv_rms * g, EVEN, STORE)
-        else:
+        for tile in range(pid, tl.cdiv(rows, ROWS), programs):
+            offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
+            x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
+            inv_rms = tl.math.rsqrt(tl.sum(x * x, 1) / cols + eps)
+            y = x * inv_rms[:, None] * load_columns(g_ptr, cols, BLOCK, EVEN)
+            store_tile(y_ptr, offs, ok, cols, y, BLOCK, EVEN, STORE)
+    else:   # ROWS == 1: one row at a time, BLOCK-wide column tiles
+        c = tl.arange(0, BLOCK)
+        for row in range(pid, rows, programs):
+            base = tl.cast(row, tl.int64) * cols
             inv_rms = tl.math.rsqrt(sum_of_squares(x_ptr, base, cols, BLOCK) / cols + eps)
             for start in range(0, cols, BLOCK):
                 mask = start + c < cols
@@ -50,16 +51,16 @@ def rmsnorm_launcher(x, weight, eps, out):
 
     def run(cfg, args, n_rows):
         xx, gg, yy = args
-        _rmsnorm[(row_programs(cfg, n_rows, xx.device),)](
-            xx, gg, yy, n_rows, cols, eps, row_programs(cfg, n_rows, xx.device),
-            BLOCK=block, ON_CHIP=on_chip, EVEN=even, **row_kwargs(cfg))
+        row_launch(_rmsnorm, cfg, n_rows, xx.device, xx, gg, yy, n_rows, cols, eps,
+                   BLOCK=block, ON_CHIP=on_chip, EVEN=even)
 
     def scratch(n_rows):
         xs = torch.randn(n_rows, cols, device=x.device).to(x.dtype)
         return xs, weight, torch.empty_like(xs)
 
-    cfg = tune_rows(("rmsnorm", cols, x.dtype), cols, block, x.dtype, x.device, scratch, run)
-    return configured(lambda: run(cfg, (x, weight, out), rows), {**cfg, "BLOCK": block, "on_chip": on_chip})
+    tuned = tune_rows(("rmsnorm", cols, x.dtype.itemsize), cols, block, on_chip, x.dtype, x.device, scratch, run)
+    return configured(lambda: run(tuned.config, (x, weight, out), rows),
+                      {**tuned.config, "BLOCK": block, "on_chip": on_chip}, tuned.table)
 
 
 @impl("rmsnorm", "triton")

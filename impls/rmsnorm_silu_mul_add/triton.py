@@ -14,8 +14,8 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks._triton_rows import load_row, store_row, sum_of_squares
-from impls._frameworks.triton import configured, launch_1d, row_block, row_kwargs, row_programs, tune_rows
+from impls._frameworks._triton_rows import load_columns, load_tile, store_tile, sum_of_squares, tile_offsets
+from impls._frameworks.triton import configured, launch_1d, row_block, row_launch, tune_rows
 from impls.rmsnorm.triton import rmsnorm_launcher
 
 @triton.jit
@@ -25,21 +25,22 @@ def _silu(n):
 
 @triton.jit
 def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs,
-           BLOCK: tl.constexpr, ON_CHIP: tl.constexpr, EVEN: tl.constexpr,
+           ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr, EVEN: tl.constexpr,
            LOAD: tl.constexpr, STORE: tl.constexpr):
     pid = tl.program_id(0)
-    c = tl.arange(0, BLOCK)
-    if ON_CHIP:
-        g = tl.load(g_ptr + c, mask=c < cols, other=0.0).to(tl.float32)
-    for row in range(pid, rows, programs):
-        base = tl.cast(row, tl.int64) * cols
-        if ON_CHIP:
-            x = load_row(x_ptr, base, c, cols, 0.0, EVEN, LOAD)
-            u = load_row(u_ptr, base, c, cols, 0.0, EVEN, LOAD)
-            r = load_row(r_ptr, base, c, cols, 0.0, EVEN, LOAD)
-            normed = x * tl.math.rsqrt(tl.sum(x * x, 0) / cols + eps) * g
-            store_row(y_ptr, base, c, cols, _silu(normed) * u + r, EVEN, STORE)
-        else:
+    if ON_CHIP:   # tiles of ROWS rows, as the Triton rmsnorm
+        for tile in range(pid, tl.cdiv(rows, ROWS), programs):
+            offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
+            x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
+            u = load_tile(u_ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
+            r = load_tile(r_ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
+            inv_rms = tl.math.rsqrt(tl.sum(x * x, 1) / cols + eps)
+            normed = x * inv_rms[:, None] * load_columns(g_ptr, cols, BLOCK, EVEN)
+            store_tile(y_ptr, offs, ok, cols, _silu(normed) * u + r, BLOCK, EVEN, STORE)
+    else:   # ROWS == 1: one row at a time, BLOCK-wide column tiles
+        c = tl.arange(0, BLOCK)
+        for row in range(pid, rows, programs):
+            base = tl.cast(row, tl.int64) * cols
             inv_rms = tl.math.rsqrt(sum_of_squares(x_ptr, base, cols, BLOCK) / cols + eps)
             for start in range(0, cols, BLOCK):
                 m = start + c < cols
@@ -87,16 +88,17 @@ def bind_fused(x, weight, u, r, eps, out):
 
     def run(cfg, args, n_rows):
         xx, uu, rr, yy = args
-        programs = row_programs(cfg, n_rows, xx.device)
-        _fused[(programs,)](xx, weight, uu, rr, yy, n_rows, cols, eps, programs,
-                            BLOCK=block, ON_CHIP=on_chip, EVEN=even, **row_kwargs(cfg))
+        row_launch(_fused, cfg, n_rows, xx.device, xx, weight, uu, rr, yy, n_rows, cols, eps,
+                   BLOCK=block, ON_CHIP=on_chip, EVEN=even)
 
     def scratch(n_rows):
         xs = torch.randn(n_rows, cols, device=x.device).to(x.dtype)
         return xs, torch.randn_like(xs), torch.randn_like(xs), torch.empty_like(xs)
 
-    cfg = tune_rows(("rmsnorm_silu_mul_add", cols, x.dtype), cols, block, x.dtype, x.device, scratch, run)
-    return configured(lambda: run(cfg, (x, u, r, out), rows), {**cfg, "BLOCK": block, "on_chip": on_chip})
+    tuned = tune_rows(("rmsnorm_silu_mul_add", cols, x.dtype.itemsize), cols, block, on_chip, x.dtype, x.device,
+                      scratch, run)
+    return configured(lambda: run(tuned.config, (x, u, r, out), rows),
+                      {**tuned.config, "BLOCK": block, "on_chip": on_chip}, tuned.table)
 
 
 @impl("rmsnorm_silu_mul_add", "triton", variant="unfused")

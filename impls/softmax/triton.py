@@ -21,7 +21,7 @@ import triton.language as tl
 
 from harness.registry import impl
 from impls._frameworks._triton_rows import load_row, store_row
-from impls._frameworks.triton import configured, row_block, row_kwargs, row_programs, row_tile, tune_rows
+from impls._frameworks.triton import configured, row_block, row_launch, row_tile, tune_rows
 
 _NEG_INF = tl.constexpr(float("-inf"))
 
@@ -38,9 +38,11 @@ def _online_combine(m0, d0, m1, d1):
 
 @triton.jit
 def _softmax(x_ptr, y_ptr, rows, cols, programs,
-             VARIANT: tl.constexpr, BLOCK: tl.constexpr, EVEN: tl.constexpr,
+             VARIANT: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, EVEN: tl.constexpr,
              LOAD: tl.constexpr, STORE: tl.constexpr):
-    """VARIANT 0: on chip (the row fits in BLOCK), 1: online, 2: three-pass."""
+    """VARIANT 0: on chip (the row fits in BLOCK), 1: online, 2: three-pass. One row per
+    program step (ROWS == 1): a softmax row already keeps exp units busy between loads."""
+    tl.static_assert(ROWS == 1)
     pid = tl.program_id(0)
     c = tl.arange(0, BLOCK)
     for row in range(pid, rows, programs):
@@ -101,19 +103,18 @@ def softmax_launcher(x, out, variant: str):
 
     def run(cfg, args, n_rows):
         xx, yy = args
-        programs = row_programs(cfg, n_rows, xx.device)
-        _softmax[(programs,)](xx, yy, n_rows, cols, programs, VARIANT=code, BLOCK=block, EVEN=even,
-                              **row_kwargs(cfg))
+        row_launch(_softmax, cfg, n_rows, xx.device, xx, yy, n_rows, cols, VARIANT=code, BLOCK=block, EVEN=even)
 
     def scratch(n_rows):
         xs = torch.randn(n_rows, cols, device=x.device).to(x.dtype)
         return xs, torch.empty_like(xs)
 
-    cfg = tune_rows(("softmax", code, cols, x.dtype), cols, block, x.dtype, x.device, scratch, run)
-    config = {**cfg, "BLOCK": block, "variant_run": [k for k, v in VARIANTS.items() if v == code][0]}
+    tuned = tune_rows(("softmax", code, cols, x.dtype.itemsize), cols, block, code == 0, x.dtype, x.device,
+                      scratch, run, max_rows=1)
+    config = {**tuned.config, "BLOCK": block, "variant_run": [k for k, v in VARIANTS.items() if v == code][0]}
     if note:
         config["note"] = note
-    return configured(lambda: run(cfg, (x, out), rows), config)
+    return configured(lambda: run(tuned.config, (x, out), rows), config, tuned.table)
 
 
 @impl("softmax", "triton", variant="on_chip")

@@ -1,0 +1,52 @@
+"""The Triton row tuner's choices, without a GPU: which tile shapes it tries, and how it
+weighs the large problem against the small one."""
+import pytest
+
+from impls._frameworks import triton as fw
+
+
+def test_tile_shapes_keep_8_to_32_elements_per_thread():
+    for block in (1, 64, 1024, 4096, 8192, 16384, 32768):
+        shapes = fw.tile_shapes(block, on_chip=True)
+        assert shapes and len(set(shapes)) == len(shapes)
+        for rows, warps in shapes:
+            assert 1 <= warps <= 32 and warps & (warps - 1) == 0
+            assert rows == 1 or rows * block <= fw.TILE_ELEMENTS
+            per_thread = rows * block / (32 * warps)
+            assert per_thread <= 32 and (per_thread >= 8 or warps == 1 or warps == 32)
+
+
+def test_tile_shapes_for_the_sweep_rows():
+    assert fw.tile_shapes(4096, True) == [(1, 16), (1, 8), (1, 4), (2, 32), (2, 16), (2, 8)]
+    assert fw.tile_shapes(16384, True) == [(1, 32), (1, 16)]
+    # one row per step when the row is walked in column tiles, or when asked
+    assert {r for r, _ in fw.tile_shapes(4096, on_chip=False)} == {1}
+    assert {r for r, _ in fw.tile_shapes(1024, True, max_rows=1)} == {1}
+    assert max(r for r, _ in fw.tile_shapes(1024, True)) == 8
+
+
+def cand(rows, us, small_us, persistent=False):
+    return dict(rows=rows, num_warps=8, persistent=persistent, hints="plain", us=us, small_us=small_us)
+
+
+def test_choose_prefers_the_large_problem_then_the_small_one():
+    # within SMALL_SLACK of the fastest large time, the faster small batch wins
+    table = [cand(1, 100.0, 5.0), cand(2, 100.5, 4.0), cand(4, 99.8, 6.0)]
+    assert fw._choose(table)["rows"] == 2
+    # a small-batch gain never buys more than SMALL_SLACK of large-problem time
+    table = [cand(1, 100.0, 5.0), cand(2, 102.0, 1.0)]
+    assert fw._choose(table)["rows"] == 1
+
+
+def test_choose_skips_configs_that_did_not_run_and_says_when_none_did():
+    assert fw._choose([cand(1, None, None), cand(2, 100.0, 5.0)])["rows"] == 2
+    with pytest.raises(RuntimeError, match="no Triton row config ran"):
+        fw._choose([cand(1, None, 3.0)])
+
+
+def test_the_interpreter_takes_the_tallest_tile(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    tuned = fw.tune_rows(("test", 781), 781, 1024, True, None, None, None, None)
+    assert tuned.config == dict(rows=8, num_warps=32, persistent=True, hints="plain")
+    assert tuned.table == {}
+    fw._tuned.pop(("test", 781))
