@@ -65,7 +65,7 @@ def kernels():
             on_chip = {"ROWS": rows, "BLOCK": cols, "ON_CHIP": True, "EVEN": True}
             out += [
                 (f"rmsnorm{cols}", _rmsnorm, {"x_ptr": p, "g_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
-                 on_chip, warps, ("x_ptr", "g_ptr", "y_ptr", "cols"), True),
+                 {**on_chip, "PREFETCH": True, "EARLY": True}, warps, ("x_ptr", "g_ptr", "y_ptr", "cols"), True),
                 (f"chain{cols}", _fused, {"x_ptr": p, "g_ptr": p, "u_ptr": p, "r_ptr": p, "y_ptr": p, **row,
                                           "eps": "fp32"}, on_chip, warps, ("x_ptr", "g_ptr", "u_ptr", "r_ptr", "y_ptr", "cols"), True),
             ]
@@ -76,9 +76,9 @@ def kernels():
                             ("x_ptr", "y_ptr", "cols"), True))
                 out.append((f"layernorm{cols}v{v}", _layernorm,
                             {"x_ptr": p, "g_ptr": p, "b_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
-                            {"VARIANT": v, **on_chip, "GROUP": group},
+                            {"VARIANT": v, **on_chip, "GROUP": group, "PREFETCH": v == 0, "EARLY": v == 1},
                             warps, ("x_ptr", "g_ptr", "b_ptr", "y_ptr", "cols"), True))
-        looped = {"ROWS": 1, "BLOCK": 4096, "ON_CHIP": False, "EVEN": False}
+        looped = {"ROWS": 1, "BLOCK": 4096, "ON_CHIP": False, "EVEN": False, "PREFETCH": False, "EARLY": False}
         out.append(("rmsnorm_looped", _rmsnorm, {"x_ptr": p, "g_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
                     looped, 8, ("x_ptr", "g_ptr", "y_ptr"), False))
         out.append(("layernorm_looped_welford", _layernorm,
@@ -97,6 +97,7 @@ def kernel_functions() -> set[str]:
 def report() -> dict:
     out = {}
     for name, fn, sig, const, warps, aligned, vector in kernels():
+        const = {k: v for k, v in const.items() if k in fn.arg_names}   # the chain takes no PREFETCH
         name = f"{name}:{sig.get('x_ptr') or sig.get('a_ptr') or sig.get('p_ptr')}"
         try:
             ops, local = compile_sm90(fn, sig, const, warps, aligned)

@@ -22,7 +22,8 @@ def test_tile_shapes_for_the_sweep_rows():
     # one row per step when the row is walked in column tiles, or when asked
     assert {r for r, _ in fw.tile_shapes(4096, on_chip=False)} == {1}
     assert {r for r, _ in fw.tile_shapes(1024, True, max_rows=1)} == {1}
-    assert max(r for r, _ in fw.tile_shapes(1024, True)) == 8
+    assert max(r for r, _ in fw.tile_shapes(1024, True)) == 4
+    assert max(r for r, _ in fw.tile_shapes(1024, True, max_rows=8)) == 8
 
 
 def cand(rows, us, small_us, persistent=False):
@@ -46,7 +47,36 @@ def test_choose_skips_configs_that_did_not_run_and_says_when_none_did():
 
 def test_the_interpreter_takes_the_tallest_tile(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    tuned = fw.tune_rows(("test", 781), 781, 1024, True, None, None, None, None)
-    assert tuned.config == dict(rows=8, num_warps=32, persistent=True, hints="plain")
+    tuned = fw.tune_rows(("test", 781), 781, 1024, True, None, None, None, None, options=fw.ROW_OPTIONS)
+    assert tuned.config == dict(rows=4, num_warps=16, persistent=True, hints="plain", prefetch=True, early=True)
     assert tuned.table == {}
     fw._tuned.pop(("test", 781))
+
+
+# Every switch the tuner may pick on the GPU, forced one combination at a time under the
+# interpreter (the interpreter itself would always take the same one), through the
+# harness's checks against the float64 reference: ragged rows, masked columns, a last tile
+# with fewer rows than ROWS, and the adversarial inputs.
+SWITCHES = [dict(rows=1, persistent=False, prefetch=False, early=False),
+            dict(rows=4, persistent=True, prefetch=True, early=False),
+            dict(rows=2, persistent=False, prefetch=False, early=True),
+            dict(rows=1, persistent=True, prefetch=True, early=True)]
+
+
+@pytest.mark.parametrize("switches", SWITCHES, ids=lambda s: "-".join(f"{k}{int(v)}" for k, v in s.items()))
+@pytest.mark.parametrize("op,variant,tuning_key", [("rmsnorm", "-", ("rmsnorm",)),
+                                                   ("layernorm", "welford", ("layernorm", 0)),
+                                                   ("layernorm", "two_pass", ("layernorm", 1))])
+def test_every_row_switch_matches_the_reference(cpu_runner, op, variant, tuning_key, switches):
+    from harness.runner import CaseSpec
+    from harness.registry import frameworks
+    frameworks()["triton"].prepare(cpu_runner.device)
+    for shape in ((37, 781), (5, 256)):
+        key = (*tuning_key, shape[1], 2)
+        fw._tuned[key] = fw.Tuned(dict(num_warps=4, hints="plain", **switches))
+        try:
+            rec = cpu_runner.run(CaseSpec(op, "triton", variant, "bfloat16", shape))
+        finally:
+            fw._tuned.pop(key)
+        assert rec.status == "ok" and rec.passed, f"{shape}: {rec.status}: {rec.reason}\n{rec.traceback}"
+        assert {k: rec.impl_config[k] for k in switches} == switches

@@ -58,10 +58,45 @@ def tile_mask(ok, cols, BLOCK: tl.constexpr, EVEN: tl.constexpr):
 
 
 @triton.jit
+def load_tile_raw(ptr, offs, ok, cols, BLOCK: tl.constexpr, EVEN: tl.constexpr, LOAD: tl.constexpr):
+    """A tile of rows in its own dtype, 0 where masked."""
+    return tl.load(ptr + offs, mask=tile_mask(ok, cols, BLOCK, EVEN), other=0.0, eviction_policy=LOAD)
+
+
+@triton.jit
 def load_tile(ptr, offs, ok, cols, BLOCK: tl.constexpr, EVEN: tl.constexpr, LOAD: tl.constexpr):
     """A tile of rows as fp32, 0 where masked."""
-    mask = tile_mask(ok, cols, BLOCK, EVEN)
-    return tl.load(ptr + offs, mask=mask, other=0.0, eviction_policy=LOAD).to(tl.float32)
+    return load_tile_raw(ptr, offs, ok, cols, BLOCK, EVEN, LOAD).to(tl.float32)
+
+
+@triton.jit
+def first_tile(ptr, pid, rows, cols, ROWS: tl.constexpr, BLOCK: tl.constexpr, EVEN: tl.constexpr,
+               LOAD: tl.constexpr, PREFETCH: tl.constexpr):
+    """Before a tile loop: with PREFETCH, the program's first tile, its loads issued (in its
+    own dtype, half the registers of fp32 for 16-bit data); else nothing."""
+    if PREFETCH:
+        offs, ok = tile_offsets(pid, rows, cols, ROWS, BLOCK)
+        ahead = load_tile_raw(ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
+    else:
+        ahead = 0
+    return ahead
+
+
+@triton.jit
+def tile_input(ptr, ahead, tile, programs, rows, cols, ROWS: tl.constexpr, BLOCK: tl.constexpr,
+               EVEN: tl.constexpr, LOAD: tl.constexpr, PREFETCH: tl.constexpr):
+    """This tile's rows as fp32, and what to carry to the next step. With PREFETCH (a
+    persistent grid) the next tile's loads are issued here, before this tile's reduction:
+    they are in flight while its barriers and stores run, which one program per SM could
+    not otherwise overlap. Without, the tile is loaded now."""
+    if PREFETCH:
+        x = ahead.to(tl.float32)
+        offs, ok = tile_offsets(tile + programs, rows, cols, ROWS, BLOCK)
+        ahead = load_tile_raw(ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
+    else:
+        offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
+        x = load_tile(ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
+    return x, ahead
 
 
 @triton.jit
@@ -72,14 +107,20 @@ def store_tile(ptr, offs, ok, cols, y, BLOCK: tl.constexpr, EVEN: tl.constexpr, 
 
 
 @triton.jit
-def load_columns(ptr, cols, BLOCK: tl.constexpr, EVEN: tl.constexpr):
-    """A per-column operand (a norm's weight or bias) as [1, BLOCK] fp32. Loaded in every
-    tile step, from L2 after the first: held across a persistent loop it would cost a
-    register per element for the whole kernel, and registers decide how many programs
-    (and so how many bytes in flight) fit on an SM."""
+def load_columns_raw(ptr, cols, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    """A per-column operand (a norm's weight or bias) as [1, BLOCK] in its own dtype.
+    Loaded in every tile step, from L2 after the first: held across a persistent loop it
+    would cost a register per element for the whole kernel, and registers decide how many
+    programs (and so how many bytes in flight) fit on an SM."""
     c = tl.arange(0, BLOCK)[None, :]
     if EVEN:
         v = tl.load(ptr + c)
     else:
         v = tl.load(ptr + c, mask=c < cols, other=0.0)
-    return v.to(tl.float32)
+    return v
+
+
+@triton.jit
+def load_columns(ptr, cols, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    """load_columns_raw as fp32."""
+    return load_columns_raw(ptr, cols, BLOCK, EVEN).to(tl.float32)

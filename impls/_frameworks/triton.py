@@ -190,8 +190,9 @@ def row_block(cols: int, custom_combine: bool = False) -> tuple[int, bool]:
     return row_tile(custom_combine), False
 
 
-def tile_shapes(block: int, on_chip: bool, max_rows: int = 8) -> list[tuple[int, int]]:
-    """(rows per tile, num_warps) to try: tiles of 1 to ``max_rows`` rows (several only
+def tile_shapes(block: int, on_chip: bool, max_rows: int = 4) -> list[tuple[int, int]]:
+    """(rows per tile, num_warps) to try: tiles of 1 to ``max_rows`` rows (on the H200,
+    tiles of 8 short rows never won and cost a compile each; several rows only
     while a tile holds at most TILE_ELEMENTS), each with 8, 16 or 32 elements per thread:
     one to four 16-byte loads in flight per thread for 16-bit data, two to eight for fp32."""
     shapes = []
@@ -205,14 +206,20 @@ def tile_shapes(block: int, on_chip: bool, max_rows: int = 8) -> list[tuple[int,
     return shapes
 
 
+# Switches a row kernel may take as constexprs (PREFETCH, EARLY): tried by the tuner
+# only for kernels that have them, and off otherwise.
+ROW_OPTIONS = ("prefetch", "early")
+
+
 def row_launch(kernel, cfg: dict, rows: int, device, *args, **constexprs):
     """Launch a row kernel ``kernel(*args, programs, ROWS=..., ...)``: one program per tile
     of cfg["rows"] rows, or a persistent grid of PERSISTENT_PER_SM programs per SM walking
     the tiles."""
     tiles = -(-rows // cfg["rows"])
     programs = min(tiles, PERSISTENT_PER_SM * sm_count(device)) if cfg["persistent"] else tiles
+    options = {o.upper(): cfg.get(o, False) for o in ROW_OPTIONS if o.upper() in kernel.arg_names}
     kernel[(programs,)](*args, programs, ROWS=cfg["rows"], num_warps=cfg["num_warps"],
-                        **HINTS[cfg["hints"]], **constexprs)
+                        **HINTS[cfg["hints"]], **options, **constexprs)
 
 
 def _choose(candidates: list[dict]) -> dict:
@@ -223,11 +230,11 @@ def _choose(candidates: list[dict]) -> dict:
         raise RuntimeError(f"no Triton row config ran: {candidates}")
     fastest = min(c["us"] for c in ran)
     best = min((c for c in ran if c["us"] <= fastest * (1 + SMALL_SLACK)), key=lambda c: c["small_us"])
-    return {k: best[k] for k in ("rows", "num_warps", "persistent", "hints")}
+    return {k: v for k, v in best.items() if k not in ("us", "small_us")}
 
 
 def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scratch, run,
-              max_rows: int = 8) -> Tuned:
+              max_rows: int = 4, options: tuple[str, ...] = ()) -> Tuned:
     """Tune a row kernel once per ``key`` (op, variant, cols, element size) on a scratch
     problem of ~256 MiB and on a SMALL_ROWS batch, whatever the batch at hand: the
     choice, and so every row's bits, depend on the row length and dtype size only, never
@@ -236,13 +243,17 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     ``make_scratch(rows)`` builds the arguments and ``run(cfg, args, rows)`` launches.
 
     First every tile shape (rows per tile x warps) one program per tile, without cache
-    hints; then the best of those with a persistent grid, and with streaming hints."""
+    hints; then the best of those with a persistent grid (and prefetching, if among the
+    kernel's ``options``), with streaming hints, and with early weights (``options``)."""
     if key in _tuned:
         return _tuned[key]
     shapes = tile_shapes(block, on_chip, max_rows)
+    off = {o: False for o in options}
     if interpreting():
-        rows, warps = max(shapes)   # the most rows per tile: exercises the row masks
-        return _tuned.setdefault(key, Tuned(dict(rows=rows, num_warps=warps, persistent=True, hints="plain")))
+        # the most rows per tile (exercises the row masks), persistent, every option on
+        rows, warps = max(shapes)
+        return _tuned.setdefault(key, Tuned(dict(rows=rows, num_warps=warps, persistent=True, hints="plain",
+                                                 **{o: True for o in options})))
     large = max(1, SCRATCH_BYTES // (cols * dtype.itemsize))
     problems = {"us": (large, make_scratch(large)), "small_us": (min(SMALL_ROWS, large), make_scratch(min(SMALL_ROWS, large)))}
     candidates = []
@@ -253,9 +264,13 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
         candidates.append({**cfg, **{name: _measure(lambda: run(cfg, args, n)) for name, (n, args) in problems.items()}})
 
     for rows, warps in shapes:
-        measure(dict(rows=rows, num_warps=warps, persistent=False, hints="plain"))
+        measure(dict(rows=rows, num_warps=warps, persistent=False, hints="plain", **off))
     best = _choose(candidates)
-    for toggle in ({"persistent": True}, {"hints": "stream"}):
+    toggles = [{"persistent": True}]
+    toggles += [{"persistent": True, "prefetch": True}] if "prefetch" in options else []
+    toggles += [{"hints": "stream"}]
+    toggles += [{"early": True}] if "early" in options else []
+    for toggle in toggles:
         measure({**best, **toggle})
         best = _choose(candidates)
     table = {"problems": {"us": f"{large}x{cols}", "small_us": f"{problems['small_us'][0]}x{cols}"},

@@ -4,6 +4,7 @@ Bytes: read x (R·H·s) and g (H·s), write y (R·H·s). A row of up to 32768 el
 loaded once into registers: the sum of squares and the scaling both come from there, so
 x is read exactly once. Each program step takes a tile of ROWS rows (several short rows
 per step keep more loads in flight per reduction); g comes from L2 after the first tile.
+A persistent grid may prefetch: the next tile's loads overlap this tile's reduction.
 Rows whose length is a multiple of the block take unmasked-column, 16-byte vector loads
 (EVEN). Longer rows: a column loop for the sum of squares, then a second pass to scale.
 """
@@ -12,22 +13,30 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks._triton_rows import load_columns, load_tile, store_tile, sum_of_squares, tile_offsets
-from impls._frameworks.triton import configured, row_block, row_launch, tune_rows
+from impls._frameworks._triton_rows import (first_tile, load_columns_raw, store_tile, sum_of_squares, tile_input,
+                                            tile_offsets)
+from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_launch, tune_rows
 
 
 @triton.jit
 def _rmsnorm(x_ptr, g_ptr, y_ptr, rows, cols, eps, programs,
              ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr, EVEN: tl.constexpr,
-             LOAD: tl.constexpr, STORE: tl.constexpr):
+             PREFETCH: tl.constexpr, EARLY: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr):
+    """PREFETCH: the next tile's loads go out before this tile's reduction. EARLY: g is
+    loaded with x (one memory latency for a small batch, where it is not in L2 yet) rather
+    than after the reduction (fewer live registers)."""
     pid = tl.program_id(0)
     if ON_CHIP:
+        ahead = first_tile(x_ptr, pid, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
         for tile in range(pid, tl.cdiv(rows, ROWS), programs):
-            offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
-            x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
+            x, ahead = tile_input(x_ptr, ahead, tile, programs, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
+            if EARLY:
+                g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
             inv_rms = tl.math.rsqrt(tl.sum(x * x, 1) / cols + eps)
-            y = x * inv_rms[:, None] * load_columns(g_ptr, cols, BLOCK, EVEN)
-            store_tile(y_ptr, offs, ok, cols, y, BLOCK, EVEN, STORE)
+            if not EARLY:
+                g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
+            offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
+            store_tile(y_ptr, offs, ok, cols, x * inv_rms[:, None] * g.to(tl.float32), BLOCK, EVEN, STORE)
     else:   # ROWS == 1: one row at a time, BLOCK-wide column tiles
         c = tl.arange(0, BLOCK)
         for row in range(pid, rows, programs):
@@ -58,7 +67,8 @@ def rmsnorm_launcher(x, weight, eps, out):
         xs = torch.randn(n_rows, cols, device=x.device).to(x.dtype)
         return xs, weight, torch.empty_like(xs)
 
-    tuned = tune_rows(("rmsnorm", cols, x.dtype.itemsize), cols, block, on_chip, x.dtype, x.device, scratch, run)
+    tuned = tune_rows(("rmsnorm", cols, x.dtype.itemsize), cols, block, on_chip, x.dtype, x.device, scratch, run,
+                      options=ROW_OPTIONS if on_chip else ())
     return configured(lambda: run(tuned.config, (x, weight, out), rows),
                       {**tuned.config, "BLOCK": block, "on_chip": on_chip}, tuned.table)
 
