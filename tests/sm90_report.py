@@ -81,6 +81,12 @@ def kernels():
         looped = {"ROWS": 1, "BLOCK": 4096, "ON_CHIP": False, "EVEN": False, "PREFETCH": False, "EARLY": False}
         out.append(("rmsnorm_looped", _rmsnorm, {"x_ptr": p, "g_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
                     looped, 8, ("x_ptr", "g_ptr", "y_ptr"), False))
+        out.append(("rmsnorm_looped_aligned", _rmsnorm, {"x_ptr": p, "g_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
+                    {**looped, "BLOCK": 2048}, 8, ("x_ptr", "g_ptr", "y_ptr", "cols"), True))
+        out.append(("layernorm_looped_two_pass", _layernorm,
+                    {"x_ptr": p, "g_ptr": p, "b_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
+                    {"VARIANT": 1, **looped, "BLOCK": 2048, "GROUP": group}, 8,
+                    ("x_ptr", "g_ptr", "b_ptr", "y_ptr", "cols"), True))
         out.append(("layernorm_looped_welford", _layernorm,
                     {"x_ptr": p, "g_ptr": p, "b_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
                     {"VARIANT": 0, **looped, "GROUP": group}, 8,

@@ -48,7 +48,8 @@ def test_choose_skips_configs_that_did_not_run_and_says_when_none_did():
 def test_the_interpreter_takes_the_tallest_tile(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     tuned = fw.tune_rows(("test", 781), 781, 1024, True, None, None, None, None, options=fw.ROW_OPTIONS)
-    assert tuned.config == dict(rows=4, num_warps=16, persistent=True, hints="plain", prefetch=True, early=True)
+    assert tuned.config == dict(rows=4, num_warps=16, persistent=True, hints="plain", prefetch=True, early=True,
+                                loop_block=0)
     assert tuned.table == {}
     fw._tuned.pop(("test", 781))
 
@@ -57,10 +58,11 @@ def test_the_interpreter_takes_the_tallest_tile(monkeypatch):
 # interpreter (the interpreter itself would always take the same one), through the
 # harness's checks against the float64 reference: ragged rows, masked columns, a last tile
 # with fewer rows than ROWS, and the adversarial inputs.
-SWITCHES = [dict(rows=1, persistent=False, prefetch=False, early=False),
-            dict(rows=4, persistent=True, prefetch=True, early=False),
-            dict(rows=2, persistent=False, prefetch=False, early=True),
-            dict(rows=1, persistent=True, prefetch=True, early=True)]
+SWITCHES = [dict(rows=1, persistent=False, prefetch=False, early=False, loop_block=0),
+            dict(rows=4, persistent=True, prefetch=True, early=False, loop_block=0),
+            dict(rows=2, persistent=False, prefetch=False, early=True, loop_block=0),
+            dict(rows=1, persistent=True, prefetch=True, early=True, loop_block=0),
+            dict(rows=1, persistent=True, prefetch=False, early=False, loop_block=64)]
 
 
 @pytest.mark.parametrize("switches", SWITCHES, ids=lambda s: "-".join(f"{k}{int(v)}" for k, v in s.items()))

@@ -23,11 +23,14 @@ def store_row(ptr, base, c, cols, y, EVEN: tl.constexpr, STORE: tl.constexpr):
 
 @triton.jit
 def sum_of_squares(x_ptr, base, cols, BLOCK: tl.constexpr):
-    """sum(x²) of a row too long to hold on chip, in BLOCK-wide tiles, fp32 lanes."""
+    """sum(x²) of a row walked in BLOCK-wide tiles, fp32 lanes. The row is kept in L2
+    (evict_last) for the pass that reads it again (evict_first), which then costs L2
+    bandwidth, not memory bandwidth."""
     c = tl.arange(0, BLOCK)
     squares = tl.zeros([BLOCK], tl.float32)
     for start in range(0, cols, BLOCK):
-        x = tl.load(x_ptr + base + start + c, mask=start + c < cols, other=0.0).to(tl.float32)
+        x = tl.load(x_ptr + base + start + c, mask=start + c < cols, other=0.0,
+                    eviction_policy="evict_last").to(tl.float32)
         squares += x * x
     return tl.sum(squares, 0)
 

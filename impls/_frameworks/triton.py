@@ -207,8 +207,10 @@ def tile_shapes(block: int, on_chip: bool, max_rows: int = 4) -> list[tuple[int,
 
 
 # Switches a row kernel may take as constexprs (PREFETCH, EARLY): tried by the tuner
-# only for kernels that have them, and off otherwise.
-ROW_OPTIONS = ("prefetch", "early")
+# only for kernels that have them, and off otherwise. "looped" (loop_block > 0): a row
+# that would fit on chip is walked in column tiles instead, kept in L2 between passes.
+ROW_OPTIONS = ("prefetch", "early", "looped")
+LOOPED_SHAPES = ((2048, 4), (2048, 8), (4096, 8))   # (column tile, num_warps) of looped rows
 
 
 def row_launch(kernel, cfg: dict, rows: int, device, *args, **constexprs):
@@ -218,8 +220,18 @@ def row_launch(kernel, cfg: dict, rows: int, device, *args, **constexprs):
     tiles = -(-rows // cfg["rows"])
     programs = min(tiles, PERSISTENT_PER_SM * sm_count(device)) if cfg["persistent"] else tiles
     options = {o.upper(): cfg.get(o, False) for o in ROW_OPTIONS if o.upper() in kernel.arg_names}
+    if cfg.get("loop_block"):   # the column loop, even for a row that fits on chip
+        constexprs = {**constexprs, "BLOCK": cfg["loop_block"], "ON_CHIP": False, "EVEN": False}
     kernel[(programs,)](*args, programs, ROWS=cfg["rows"], num_warps=cfg["num_warps"],
                         **HINTS[cfg["hints"]], **options, **constexprs)
+
+
+def row_config(cfg: dict, block: int, on_chip: bool) -> dict:
+    """What a row launch ran, for the record: the tuned switches and the kernel's BLOCK
+    and path (a looped config walks columns in tiles of its own)."""
+    if cfg.get("loop_block"):
+        return {**cfg, "BLOCK": cfg["loop_block"], "on_chip": False}
+    return {**cfg, "BLOCK": block, "on_chip": on_chip}
 
 
 def _choose(candidates: list[dict]) -> dict:
@@ -248,12 +260,15 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     if key in _tuned:
         return _tuned[key]
     shapes = tile_shapes(block, on_chip, max_rows)
-    off = {o: False for o in options}
+    off = {o: False for o in options if o != "looped"}
+    if "looped" in options:
+        off["loop_block"] = 0
     if interpreting():
         # the most rows per tile (exercises the row masks), persistent, every option on
         rows, warps = max(shapes)
         return _tuned.setdefault(key, Tuned(dict(rows=rows, num_warps=warps, persistent=True, hints="plain",
-                                                 **{o: True for o in options})))
+                                                 **{o: True for o in off if o != "loop_block"},
+                                                 **({"loop_block": 0} if "loop_block" in off else {}))))
     large = max(1, SCRATCH_BYTES // (cols * dtype.itemsize))
     problems = {"us": (large, make_scratch(large)), "small_us": (min(SMALL_ROWS, large), make_scratch(min(SMALL_ROWS, large)))}
     candidates = []
@@ -265,12 +280,18 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
 
     for rows, warps in shapes:
         measure(dict(rows=rows, num_warps=warps, persistent=False, hints="plain", **off))
+    if "looped" in options:
+        for loop_block, warps in LOOPED_SHAPES:
+            if cols >= 2 * loop_block:
+                measure(dict(rows=1, num_warps=warps, persistent=False, hints="plain", **off, loop_block=loop_block))
     best = _choose(candidates)
     toggles = [{"persistent": True}]
     toggles += [{"persistent": True, "prefetch": True}] if "prefetch" in options else []
     toggles += [{"hints": "stream"}]
     toggles += [{"early": True}] if "early" in options else []
     for toggle in toggles:
+        if best.get("loop_block") and ("prefetch" in toggle or "early" in toggle):
+            continue   # switches of the on-chip path
         measure({**best, **toggle})
         best = _choose(candidates)
     table = {"problems": {"us": f"{large}x{cols}", "small_us": f"{problems['small_us'][0]}x{cols}"},

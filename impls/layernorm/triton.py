@@ -1,8 +1,9 @@
 """Triton LayerNorm: y = (x - mean) · rsqrt(var + eps) · g + b, statistics in fp32.
 
 Bytes: read x, g, b; write y. Rows of up to 32768 elements stay in registers (x read
-once), in tiles of ROWS rows per program step (as the Triton rmsnorm); longer rows take a
-column loop and read x again to normalise.
+once), in tiles of ROWS rows per program step (as the Triton rmsnorm); longer rows (or any,
+when the tuner finds it faster) take a column loop that keeps the row in L2 (evict_last)
+and reads it again from there to normalise (evict_first).
 
   welford   Chan et al.'s parallel Welford: statistics (count, mean, M2) of groups of the
             row, merged pairwise by an associative combine (_chan_merge) in tl.reduce's
@@ -22,7 +23,7 @@ import triton.language as tl
 from harness.registry import impl
 from impls._frameworks._triton_rows import (first_tile, load_columns_raw, store_tile, tile_input, tile_mask,
                                             tile_offsets)
-from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_launch, tune_rows
+from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_config, row_launch, tune_rows
 
 
 @triton.jit
@@ -106,7 +107,7 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs,
                 m2_l = tl.zeros([BLOCK], tl.float32)
                 for start in range(0, cols, BLOCK):
                     mask = start + c < cols
-                    x = tl.load(x_ptr + base + start + c, mask=mask, other=0.0).to(tl.float32)
+                    x = tl.load(x_ptr + base + start + c, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
                     n_new = n + mask.to(tl.float32)
                     delta = tl.where(mask, x - mean_l, 0.0)
                     mean_l += delta / tl.maximum(n_new, 1.0)
@@ -117,12 +118,12 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs,
             elif VARIANT == 1:
                 s = tl.zeros([BLOCK], tl.float32)
                 for start in range(0, cols, BLOCK):
-                    s += tl.load(x_ptr + base + start + c, mask=start + c < cols, other=0.0).to(tl.float32)
+                    s += tl.load(x_ptr + base + start + c, mask=start + c < cols, other=0.0, eviction_policy="evict_last").to(tl.float32)
                 mean = tl.sum(s, 0) / cols
                 s2 = tl.zeros([BLOCK], tl.float32)
                 for start in range(0, cols, BLOCK):
                     mask = start + c < cols
-                    x = tl.load(x_ptr + base + start + c, mask=mask, other=0.0).to(tl.float32)
+                    x = tl.load(x_ptr + base + start + c, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
                     dev = tl.where(mask, x - mean, 0.0)
                     s2 += dev * dev
                 var = tl.sum(s2, 0) / cols
@@ -130,7 +131,7 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs,
                 s = tl.zeros([BLOCK], tl.float32)
                 s2 = tl.zeros([BLOCK], tl.float32)
                 for start in range(0, cols, BLOCK):
-                    x = tl.load(x_ptr + base + start + c, mask=start + c < cols, other=0.0).to(tl.float32)
+                    x = tl.load(x_ptr + base + start + c, mask=start + c < cols, other=0.0, eviction_policy="evict_last").to(tl.float32)
                     s += x
                     s2 += x * x
                 mean = tl.sum(s, 0) / cols
@@ -138,9 +139,9 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs,
             rstd = tl.math.rsqrt(var + eps)
             for start in range(0, cols, BLOCK):
                 mask = start + c < cols
-                x = tl.load(x_ptr + base + start + c, mask=mask, other=0.0).to(tl.float32)
-                g = tl.load(g_ptr + start + c, mask=mask, other=0.0).to(tl.float32)
-                b = tl.load(b_ptr + start + c, mask=mask, other=0.0).to(tl.float32)
+                x = tl.load(x_ptr + base + start + c, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+                g = tl.load(g_ptr + start + c, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+                b = tl.load(b_ptr + start + c, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
                 y = (x - mean) * rstd * g + b
                 tl.store(y_ptr + base + start + c, y.to(y_ptr.dtype.element_ty), mask=mask, cache_modifier=STORE)
 
@@ -171,7 +172,7 @@ def layernorm_launcher(x, weight, bias, eps, out, variant: str):
     tuned = tune_rows(("layernorm", tuned_as, cols, x.dtype.itemsize), cols, block, on_chip, x.dtype, x.device,
                       scratch, lambda cfg, args, n: run(cfg, args, n, tuned_as),
                       options=ROW_OPTIONS if on_chip else ())
-    config = {**tuned.config, "BLOCK": block, "on_chip": on_chip}
+    config = row_config(tuned.config, block, on_chip)
     if tuned_as != code:
         config["tuned_as"] = "two_pass"
     return configured(lambda: run(tuned.config, (x, weight, bias, out), rows), config, tuned.table)

@@ -6,7 +6,10 @@ x is read exactly once. Each program step takes a tile of ROWS rows (several sho
 per step keep more loads in flight per reduction); g comes from L2 after the first tile.
 A persistent grid may prefetch: the next tile's loads overlap this tile's reduction.
 Rows whose length is a multiple of the block take unmasked-column, 16-byte vector loads
-(EVEN). Longer rows: a column loop for the sum of squares, then a second pass to scale.
+(EVEN). Looped rows (longer than 32768, or when the tuner finds it faster, as
+torch.compile's kernel does): a column loop for the sum of squares that keeps the row in
+L2, then a second pass that reads it from there to scale: few registers per thread, many
+programs per SM.
 """
 import torch
 import triton
@@ -15,7 +18,7 @@ import triton.language as tl
 from harness.registry import impl
 from impls._frameworks._triton_rows import (first_tile, load_columns_raw, store_tile, sum_of_squares, tile_input,
                                             tile_offsets)
-from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_launch, tune_rows
+from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_config, row_launch, tune_rows
 
 
 @triton.jit
@@ -44,8 +47,8 @@ def _rmsnorm(x_ptr, g_ptr, y_ptr, rows, cols, eps, programs,
             inv_rms = tl.math.rsqrt(sum_of_squares(x_ptr, base, cols, BLOCK) / cols + eps)
             for start in range(0, cols, BLOCK):
                 mask = start + c < cols
-                x = tl.load(x_ptr + base + start + c, mask=mask, other=0.0).to(tl.float32)
-                g = tl.load(g_ptr + start + c, mask=mask, other=0.0).to(tl.float32)
+                x = tl.load(x_ptr + base + start + c, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+                g = tl.load(g_ptr + start + c, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
                 y = (x * inv_rms * g).to(y_ptr.dtype.element_ty)
                 tl.store(y_ptr + base + start + c, y, mask=mask, cache_modifier=STORE)
 
@@ -70,7 +73,7 @@ def rmsnorm_launcher(x, weight, eps, out):
     tuned = tune_rows(("rmsnorm", cols, x.dtype.itemsize), cols, block, on_chip, x.dtype, x.device, scratch, run,
                       options=ROW_OPTIONS if on_chip else ())
     return configured(lambda: run(tuned.config, (x, weight, out), rows),
-                      {**tuned.config, "BLOCK": block, "on_chip": on_chip}, tuned.table)
+                      row_config(tuned.config, block, on_chip), tuned.table)
 
 
 @impl("rmsnorm", "triton")

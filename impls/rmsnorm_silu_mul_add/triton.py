@@ -15,7 +15,7 @@ import triton.language as tl
 
 from harness.registry import impl
 from impls._frameworks._triton_rows import load_columns, load_tile, store_tile, sum_of_squares, tile_offsets
-from impls._frameworks.triton import configured, launch_1d, row_block, row_launch, tune_rows
+from impls._frameworks.triton import configured, launch_1d, row_block, row_config, row_launch, tune_rows
 from impls.rmsnorm.triton import rmsnorm_launcher
 
 @triton.jit
@@ -98,7 +98,7 @@ def bind_fused(x, weight, u, r, eps, out):
     tuned = tune_rows(("rmsnorm_silu_mul_add", cols, x.dtype.itemsize), cols, block, on_chip, x.dtype, x.device,
                       scratch, run)
     return configured(lambda: run(tuned.config, (x, u, r, out), rows),
-                      {**tuned.config, "BLOCK": block, "on_chip": on_chip}, tuned.table)
+                      row_config(tuned.config, block, on_chip), tuned.table)
 
 
 @impl("rmsnorm_silu_mul_add", "triton", variant="unfused")
