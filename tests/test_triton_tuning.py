@@ -82,3 +82,29 @@ def test_every_row_switch_matches_the_reference(cpu_runner, op, variant, tuning_
             fw._tuned.pop(key)
         assert rec.status == "ok" and rec.passed, f"{shape}: {rec.status}: {rec.reason}\n{rec.traceback}"
         assert {k: rec.impl_config[k] for k in switches} == switches
+
+
+def test_the_gpu_tuning_path_with_a_stand_in_timer(monkeypatch):
+    """tune_rows as on a GPU (stage 1 shapes and looped tiles, then the switches), with
+    times from a stand-in for the CUDA timer: which candidates it builds and what it keeps."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+
+    class Dtype:
+        itemsize = 2
+
+    def fake_time(run):
+        cfg = run()   # the stand-in launcher returns the config it would launch
+        fast = cfg.get("loop_block") == 2048 and cfg["num_warps"] == 8
+        return (100.0 if fast else 110.0) * (1.02 if cfg.get("persistent") else 1.0)
+
+    monkeypatch.setattr(fw, "_measure", fake_time)
+    tuned = fw.tune_rows(("stand-in", 8192), 8192, 8192, True, Dtype, None, lambda rows: rows,
+                         lambda cfg, args, rows: cfg, options=fw.ROW_OPTIONS)
+    fw._tuned.pop(("stand-in", 8192))
+    assert tuned.config["loop_block"] == 2048 and tuned.config["num_warps"] == 8
+    looped = [c for c in tuned.table["candidates"] if c["loop_block"]]
+    assert {(c["loop_block"], c["num_warps"]) for c in looped} >= {(2048, 4), (2048, 8), (4096, 8)}
+    # the on-chip switches are not tried on a looped config; the grid and the hints are
+    assert not any(c["prefetch"] or c["early"] for c in looped)
+    assert any(c["persistent"] for c in looped) and any(c["hints"] == "stream" for c in looped)
+    assert tuned.table["problems"] == {"us": f"{(256 << 20) // (8192 * 2)}x8192", "small_us": "16x8192"}

@@ -283,7 +283,7 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     if "looped" in options:
         for loop_block, warps in LOOPED_SHAPES:
             if cols >= 2 * loop_block:
-                measure(dict(rows=1, num_warps=warps, persistent=False, hints="plain", **off, loop_block=loop_block))
+                measure({**off, "rows": 1, "num_warps": warps, "persistent": False, "hints": "plain", "loop_block": loop_block})
     best = _choose(candidates)
     toggles = [{"persistent": True}]
     toggles += [{"persistent": True, "prefetch": True}] if "prefetch" in options else []
