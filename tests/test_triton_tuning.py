@@ -108,3 +108,30 @@ def test_the_gpu_tuning_path_with_a_stand_in_timer(monkeypatch):
     assert not any(c["prefetch"] or c["early"] for c in looped)
     assert any(c["persistent"] for c in looped) and any(c["hints"] == "stream" for c in looped)
     assert tuned.table["problems"] == {"us": f"{(256 << 20) // (8192 * 2)}x8192", "small_us": "16x8192"}
+
+
+def test_a_latency_bound_batch_takes_the_same_bits_config_fastest_on_16_rows(monkeypatch):
+    """Early weights win the small batch but lose 5% on the large problem: the large
+    problem keeps late weights, a batch of one wave takes early ones. A config with other
+    bits (another tile shape) is never taken for the small batch, however fast."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+
+    class Dtype:
+        itemsize = 2
+
+    def fake_time(run):
+        cfg, rows = run()
+        if rows == fw.SMALL_ROWS:
+            return 3.0 if (cfg["rows"], cfg["num_warps"]) == (1, 4) else 5.0 if cfg["early"] else 6.0
+        return (100.0 if (cfg["rows"], cfg["num_warps"]) == (2, 8) else 120.0) * (1.05 if cfg["early"] else 1.0)
+
+    monkeypatch.setattr(fw, "_measure", fake_time)
+    tuned = fw.tune_rows(("stand-in", 4096), 4096, 4096, True, Dtype, None, lambda rows: rows,
+                         lambda cfg, args, rows: (cfg, rows), options=fw.ROW_OPTIONS)
+    fw._tuned.pop(("stand-in", 4096))
+    assert (tuned.config["rows"], tuned.config["num_warps"], tuned.config["early"]) == (2, 8, False)
+    assert tuned.small is not None and tuned.small["early"]
+    assert all(tuned.small[k] == v for k, v in tuned.config.items() if k not in fw.BIT_NEUTRAL)
+    cpu = None   # sm_count: 4 "SMs" off the GPU, so one wave is at most 4 tiles of 2 rows
+    assert tuned.for_rows(8, cpu)["small_batch"] and tuned.for_rows(8, cpu)["early"]
+    assert tuned.for_rows(9, cpu) == tuned.config

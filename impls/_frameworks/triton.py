@@ -70,12 +70,28 @@ _tuned: dict = {}
 _timers: dict = {}
 
 
+# Switches that change when and how the bytes move, never which arithmetic runs on which
+# elements in which order: configs that differ only in these give identical bits, so a
+# batch may take its own without losing batch invariance.
+BIT_NEUTRAL = ("persistent", "hints", "prefetch", "early")
+
+
 @dataclass
 class Tuned:
     """A tuner's choice and the table it chose from: every candidate tried, with its
-    times on each tuning problem (empty under the interpreter, or with one candidate)."""
+    times on each tuning problem (empty under the interpreter, or with one candidate).
+    ``small``: the config for latency-bound batches, differing from ``config`` only in
+    BIT_NEUTRAL switches (None: the same)."""
     config: dict
     table: dict = field(default_factory=dict)
+    small: dict | None = None
+
+    def for_rows(self, rows: int, device) -> dict:
+        """The config for a batch of ``rows``: one that fits in a single wave (at most one
+        tile per SM) takes the small-batch config, the rest the large-problem one."""
+        if self.small and -(-rows // self.config["rows"]) <= sm_count(device):
+            return {**self.small, "small_batch": True}
+        return self.config
 
 
 def interpreting() -> bool:
@@ -297,4 +313,16 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     table = {"problems": {"us": f"{large}x{cols}", "small_us": f"{problems['small_us'][0]}x{cols}"},
              "candidates": candidates}
     del problems
-    return _tuned.setdefault(key, Tuned(best, table))
+    return _tuned.setdefault(key, Tuned(best, table, _small_batch_config(candidates, best)))
+
+
+def _small_batch_config(candidates: list[dict], best: dict) -> dict | None:
+    """Among the candidates that give ``best``'s bits (they differ only in BIT_NEUTRAL
+    switches), the fastest on the small batch; None if that is ``best`` itself."""
+    same_bits = [c for c in candidates if c["us"] is not None and c["small_us"] is not None
+                 and all(c.get(k) == v for k, v in best.items() if k not in BIT_NEUTRAL)]
+    if not same_bits:
+        return None
+    fastest = min(same_bits, key=lambda c: c["small_us"])
+    config = {k: v for k, v in fastest.items() if k not in ("us", "small_us")}
+    return None if config == best else config

@@ -172,10 +172,11 @@ def layernorm_launcher(x, weight, bias, eps, out, variant: str):
     tuned = tune_rows(("layernorm", tuned_as, cols, x.dtype.itemsize), cols, block, on_chip, x.dtype, x.device,
                       scratch, lambda cfg, args, n: run(cfg, args, n, tuned_as),
                       options=ROW_OPTIONS if on_chip else ())
-    config = row_config(tuned.config, block, on_chip)
+    cfg = tuned.for_rows(rows, x.device)   # a latency-bound batch may move its bytes differently, same bits
+    config = row_config(cfg, block, on_chip)
     if tuned_as != code:
         config["tuned_as"] = "two_pass"
-    return configured(lambda: run(tuned.config, (x, weight, bias, out), rows), config, tuned.table)
+    return configured(lambda: run(cfg, (x, weight, bias, out), rows), config, tuned.table)
 
 @impl("layernorm", "triton", variant="welford")
 def bind_welford(x, weight, bias, eps, out):

@@ -72,8 +72,9 @@ def rmsnorm_launcher(x, weight, eps, out):
 
     tuned = tune_rows(("rmsnorm", cols, x.dtype.itemsize), cols, block, on_chip, x.dtype, x.device, scratch, run,
                       options=ROW_OPTIONS if on_chip else ())
-    return configured(lambda: run(tuned.config, (x, weight, out), rows),
-                      row_config(tuned.config, block, on_chip), tuned.table)
+    cfg = tuned.for_rows(rows, x.device)   # a latency-bound batch may move its bytes differently, same bits
+    return configured(lambda: run(cfg, (x, weight, out), rows),
+                      row_config(cfg, block, on_chip), tuned.table)
 
 
 @impl("rmsnorm", "triton")

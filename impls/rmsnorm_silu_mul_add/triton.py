@@ -97,8 +97,9 @@ def bind_fused(x, weight, u, r, eps, out):
 
     tuned = tune_rows(("rmsnorm_silu_mul_add", cols, x.dtype.itemsize), cols, block, on_chip, x.dtype, x.device,
                       scratch, run)
-    return configured(lambda: run(tuned.config, (x, u, r, out), rows),
-                      row_config(tuned.config, block, on_chip), tuned.table)
+    cfg = tuned.for_rows(rows, x.device)   # a latency-bound batch may move its bytes differently, same bits
+    return configured(lambda: run(cfg, (x, u, r, out), rows),
+                      row_config(cfg, block, on_chip), tuned.table)
 
 
 @impl("rmsnorm_silu_mul_add", "triton", variant="unfused")

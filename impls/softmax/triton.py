@@ -111,10 +111,11 @@ def softmax_launcher(x, out, variant: str):
 
     tuned = tune_rows(("softmax", code, cols, x.dtype.itemsize), cols, block, code == 0, x.dtype, x.device,
                       scratch, run, max_rows=1)
-    config = {**tuned.config, "BLOCK": block, "variant_run": [k for k, v in VARIANTS.items() if v == code][0]}
+    cfg = tuned.for_rows(rows, x.device)   # a latency-bound batch may move its bytes differently, same bits
+    config = {**cfg, "BLOCK": block, "variant_run": [k for k, v in VARIANTS.items() if v == code][0]}
     if note:
         config["note"] = note
-    return configured(lambda: run(tuned.config, (x, out), rows), config, tuned.table)
+    return configured(lambda: run(cfg, (x, out), rows), config, tuned.table)
 
 
 @impl("softmax", "triton", variant="on_chip")
