@@ -7,6 +7,7 @@ with the reason.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,11 +89,22 @@ class Plan:
         return [c for c in self.cases if not c.skip_reason]
 
 
+def _torch_compile_shapes(cfg) -> None:
+    """torch_compile_shapes, checked, handed to the torch.compile peer (and to the worker
+    processes) through the environment."""
+    from impls._frameworks.torch_compile import SHAPES
+    value = str(cfg.get("torch_compile_shapes", "dynamic_rows"))
+    if value not in SHAPES:
+        raise unknown("torch_compile_shapes", value, SHAPES)
+    os.environ["HARNESS_TORCH_COMPILE_SHAPES"] = value
+
+
 def build(cfg, device: torch.device) -> Plan:
     all_ops = registry.ops()
     frameworks = registry.frameworks()
     for fw in frameworks.values():
         fw.prepare(device)
+    _torch_compile_shapes(cfg)
 
     # --- ops: the op config group (conf/op/<op>.yaml) fills cfg.ops.<op> ---
     selected = OmegaConf.to_container(cfg.get("ops") or {}, resolve=True)

@@ -137,6 +137,11 @@ class Framework:
         """True when kernels run in an interpreter: correct, but no timing claims."""
         return False
 
+    def settings(self) -> dict:
+        """How this framework is set up for every launch (recorded in each record's
+        ``impl_config``, under the impl's own launch config)."""
+        return {}
+
 
 @dataclass(frozen=True)
 class Impl:

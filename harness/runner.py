@@ -99,7 +99,7 @@ class Runner:
             dtype = DTYPES[spec.dtype]
             impl = self._impl(spec)
             launch, inputs, out = self._check(rec, op, impl, spec.shape, dtype)
-            rec.impl_config = dict(getattr(launch, "config", {}))
+            rec.impl_config = {**self.frameworks[spec.impl].settings(), **getattr(launch, "config", {})}
             rec.tuning = dict(getattr(launch, "tuning", {}))
             self._repeatability(rec, op, impl, launch, inputs, out)
             self._time(rec, launch, self.frameworks[spec.impl].interpreted(self.device))

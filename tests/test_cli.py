@@ -72,6 +72,7 @@ def test_unusable_impls_are_skipped_with_the_reason_under_impl_all(tmp_path):
     (["op=copy", "shapes=[[4000000000000]]"], 2, "choose smaller shapes"),
     (["op=rmsnorm", "shapes=banana"], 2, "give a list of shapes"),
     (["op=rmsnorm", "device=tpu"], 2, "unknown device 'tpu'"),
+    (["op=rmsnorm", "torch_compile_shapes=dynamic"], 2, "unknown torch_compile_shapes 'dynamic'"),
 ])
 def test_bad_input_gets_a_clear_error(tmp_path, args, code, message):
     proc = harness(tmp_path, *args, "tracking=none")
@@ -117,3 +118,28 @@ def test_sweep_auto_takes_the_smoke_shapes_on_a_cpu(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "sweep=auto chose the smoke sweep" in proc.stdout
     assert [r["shape"] for r in results(tmp_path)] == [[7], [1000], [4099]]
+
+
+def test_torch_compile_shapes_static_or_dynamic_rows_is_recorded(tmp_path):
+    """The torch.compile peer with a kernel per shape, or one per row length (default); the
+    record says which ran, and the batch-invariance check runs either way."""
+    for mode in ("static", "dynamic_rows"):
+        args = ["op=rmsnorm", "impl=torch_compile", "dtype=fp32", "shapes=[[9,64]]", "tracking=none"]
+        if mode == "static":
+            args.append("torch_compile_shapes=static")
+        (tmp_path / mode).mkdir()
+        proc = harness(tmp_path / mode, *args)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        [rec] = results(tmp_path / mode)
+        assert rec["status"] == "ok" and rec["passed"], rec["reason"]
+        assert rec["impl_config"] == {"shapes": mode}
+        assert rec["batch_invariant"] is not None
+
+
+def test_static_shapes_leave_the_rows_unmarked(monkeypatch):
+    from impls._frameworks import torch_compile
+    for mode, marked in (("static", False), ("dynamic_rows", True)):
+        monkeypatch.setenv("HARNESS_TORCH_COMPILE_SHAPES", mode)
+        t = torch.zeros(3, 4)
+        torch_compile.rows_dynamic(t)
+        assert (0 in getattr(t, "_dynamo_weak_dynamic_indices", set())) == marked

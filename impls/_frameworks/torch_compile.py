@@ -2,10 +2,15 @@
 
 Shapes are static, except the row count of row ops (``rows_dynamic``): a serving stack
 sees varying batch sizes and fixed hidden sizes, and so do our Triton kernels (compiled
-per hidden size and dtype, rows a runtime argument). Compilation happens in ``bind``'s
+per hidden size and dtype, rows a runtime argument). ``torch_compile_shapes=static``
+(the harness sets HARNESS_TORCH_COMPILE_SHAPES) compiles every shape on its own instead:
+the peer at its fastest, at a compile per shape (the dynamic-rows softmax measured 1393
+GB/s here on the H200; ../shared/gpu/README.md lists 1726 for a static compile, measured
+there by another tool). Compilation happens in ``bind``'s
 first launch (the checks), never in the timed region. ``fullgraph=True`` makes a graph
 break an error instead of a silent fall-back to eager.
 """
+import os
 import shutil
 
 import torch
@@ -13,8 +18,18 @@ import torch
 from harness.registry import Framework
 
 
+SHAPES = ("dynamic_rows", "static")   # the values of the harness's torch_compile_shapes
+
+
+def shapes() -> str:
+    return os.environ.get("HARNESS_TORCH_COMPILE_SHAPES", "dynamic_rows")
+
+
 class TorchCompile(Framework):
     name = "torch_compile"
+
+    def settings(self):
+        return {"shapes": shapes()}
 
     def unusable(self, device):
         if device.type == "cpu" and not (shutil.which("g++") or shutil.which("c++")):
@@ -43,6 +58,9 @@ def compiled(fn):
 
 
 def rows_dynamic(*tensors):
-    """Mark dim 0 (rows) dynamic: one compiled kernel serves every batch size."""
+    """Mark dim 0 (rows) dynamic: one compiled kernel serves every batch size (unless the
+    shapes are static)."""
+    if shapes() == "static":
+        return
     for t in tensors:
         torch._dynamo.maybe_mark_dynamic(t, 0)
