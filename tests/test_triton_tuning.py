@@ -73,6 +73,8 @@ def test_every_row_switch_matches_the_reference(cpu_runner, op, variant, tuning_
     from harness.runner import CaseSpec
     from harness.registry import frameworks
     frameworks()["triton"].prepare(cpu_runner.device)
+    if op == "layernorm":   # x read again after the statistics: on for half of the sets
+        switches = {**switches, "reload": not switches["early"]}
     for shape in ((37, 781), (5, 256)):
         key = (*tuning_key, shape[1], 2)
         fw._tuned[key] = fw.Tuned(dict(num_warps=4, hints="plain", **switches))
@@ -99,13 +101,13 @@ def test_the_gpu_tuning_path_with_a_stand_in_timer(monkeypatch):
 
     monkeypatch.setattr(fw, "_measure", fake_time)
     tuned = fw.tune_rows(("stand-in", 8192), 8192, 8192, True, Dtype, None, lambda rows: rows,
-                         lambda cfg, args, rows: cfg, options=fw.ROW_OPTIONS)
+                         lambda cfg, args, rows: cfg, options=(*fw.ROW_OPTIONS, "reload"))
     fw._tuned.pop(("stand-in", 8192))
     assert tuned.config["loop_block"] == 2048 and tuned.config["num_warps"] == 8
     looped = [c for c in tuned.table["candidates"] if c["loop_block"]]
     assert {(c["loop_block"], c["num_warps"]) for c in looped} >= {(2048, 4), (2048, 8), (4096, 8)}
     # the on-chip switches are not tried on a looped config; the grid and the hints are
-    assert not any(c["prefetch"] or c["early"] for c in looped)
+    assert not any(c["prefetch"] or c["early"] or c["reload"] for c in looped)
     assert any(c["persistent"] for c in looped) and any(c["hints"] == "stream" for c in looped)
     assert tuned.table["problems"] == {"us": f"{(256 << 20) // (8192 * 2)}x8192", "small_us": "16x8192"}
 
@@ -127,7 +129,7 @@ def test_a_latency_bound_batch_takes_the_same_bits_config_fastest_on_16_rows(mon
 
     monkeypatch.setattr(fw, "_measure", fake_time)
     tuned = fw.tune_rows(("stand-in", 4096), 4096, 4096, True, Dtype, None, lambda rows: rows,
-                         lambda cfg, args, rows: (cfg, rows), options=fw.ROW_OPTIONS)
+                         lambda cfg, args, rows: (cfg, rows), options=(*fw.ROW_OPTIONS, "reload"))
     fw._tuned.pop(("stand-in", 4096))
     assert (tuned.config["rows"], tuned.config["num_warps"], tuned.config["early"]) == (2, 8, False)
     assert tuned.small is not None and tuned.small["early"]
@@ -135,3 +137,7 @@ def test_a_latency_bound_batch_takes_the_same_bits_config_fastest_on_16_rows(mon
     cpu = None   # sm_count: 4 "SMs" off the GPU, so one wave is at most 4 tiles of 2 rows
     assert tuned.for_rows(8, cpu)["small_batch"] and tuned.for_rows(8, cpu)["early"]
     assert tuned.for_rows(9, cpu) == tuned.config
+    # every switch of the on-chip path was tried on the chosen tile shape
+    tried = [c for c in tuned.table["candidates"] if (c["rows"], c["num_warps"]) == (2, 8)]
+    assert {s for c in tried for s in ("persistent", "prefetch", "early", "reload") if c[s]} == \
+        {"persistent", "prefetch", "early", "reload"}

@@ -73,7 +73,7 @@ _timers: dict = {}
 # Switches that change when and how the bytes move, never which arithmetic runs on which
 # elements in which order: configs that differ only in these give identical bits, so a
 # batch may take its own without losing batch invariance.
-BIT_NEUTRAL = ("persistent", "hints", "prefetch", "early")
+BIT_NEUTRAL = ("persistent", "hints", "prefetch", "early", "reload")
 
 
 @dataclass
@@ -222,10 +222,12 @@ def tile_shapes(block: int, on_chip: bool, max_rows: int = 4) -> list[tuple[int,
     return shapes
 
 
-# Switches a row kernel may take as constexprs (PREFETCH, EARLY): tried by the tuner
-# only for kernels that have them, and off otherwise. "looped" (loop_block > 0): a row
-# that would fit on chip is walked in column tiles instead, kept in L2 between passes.
+# Switches a row kernel may take as constexprs (PREFETCH, EARLY, RELOAD): tried by the
+# tuner only for kernels that have them (``options``), and off otherwise. "looped"
+# (loop_block > 0): a row that would fit on chip is walked in column tiles instead, kept
+# in L2 between passes.
 ROW_OPTIONS = ("prefetch", "early", "looped")
+SWITCHES = ("prefetch", "early", "reload")   # the constexpr switches among the options
 # (column tile, num_warps) of looped rows. On the H200 (r3) 4 and 8 warps ran 5-15% behind
 # the on-chip tiles; torch.compile's looped RMSNorm, at ~100% of the roof, sizes its warps
 # by the tile (inductor: tile / 128 up to 16), hence the 16-warp shapes.
@@ -238,11 +240,14 @@ def row_launch(kernel, cfg: dict, rows: int, device, *args, **constexprs):
     the tiles."""
     tiles = -(-rows // cfg["rows"])
     programs = min(tiles, PERSISTENT_PER_SM * sm_count(device)) if cfg["persistent"] else tiles
-    options = {o.upper(): cfg.get(o, False) for o in ROW_OPTIONS if o.upper() in kernel.arg_names}
+    options = {o.upper(): cfg.get(o, False) for o in SWITCHES if o.upper() in kernel.arg_names}
+    hints = dict(HINTS[cfg["hints"]])
+    if cfg.get("reload"):
+        hints["LOAD"] = "evict_last"   # the first read leaves x in cache for the second
     if cfg.get("loop_block"):   # the column loop, even for a row that fits on chip
         constexprs = {**constexprs, "BLOCK": cfg["loop_block"], "ON_CHIP": False, "EVEN": False}
     kernel[(programs,)](*args, programs, ROWS=cfg["rows"], num_warps=cfg["num_warps"],
-                        **HINTS[cfg["hints"]], **options, **constexprs)
+                        **hints, **options, **constexprs)
 
 
 def row_config(cfg: dict, block: int, on_chip: bool) -> dict:
@@ -274,8 +279,9 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     ``make_scratch(rows)`` builds the arguments and ``run(cfg, args, rows)`` launches.
 
     First every tile shape (rows per tile x warps) one program per tile, without cache
-    hints; then the best of those with a persistent grid (and prefetching, if among the
-    kernel's ``options``), with streaming hints, and with early weights (``options``)."""
+    hints (and, with "looped" among the kernel's ``options``, the LOOPED_SHAPES); then the
+    best of those with a persistent grid (and prefetching, if an option), with streaming
+    hints, with early weights and with x reloaded (if options)."""
     if key in _tuned:
         return _tuned[key]
     shapes = tile_shapes(block, on_chip, max_rows)
@@ -308,8 +314,9 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     toggles += [{"persistent": True, "prefetch": True}] if "prefetch" in options else []
     toggles += [{"hints": "stream"}]
     toggles += [{"early": True}] if "early" in options else []
+    toggles += [{"reload": True}] if "reload" in options else []
     for toggle in toggles:
-        if best.get("loop_block") and ("prefetch" in toggle or "early" in toggle):
+        if best.get("loop_block") and any(s in toggle for s in SWITCHES):
             continue   # switches of the on-chip path
         measure({**best, **toggle})
         best = _choose(candidates)

@@ -21,7 +21,7 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks._triton_rows import (first_tile, load_columns_raw, store_tile, tile_input, tile_mask,
+from impls._frameworks._triton_rows import (first_tile, load_columns_raw, load_tile, store_tile, tile_input, tile_mask,
                                             tile_offsets)
 from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_config, row_launch, tune_rows
 
@@ -57,8 +57,12 @@ def _welford_groups(x3, m3, cols, GROUP: tl.constexpr, EVEN: tl.constexpr):
 def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs,
                VARIANT: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr,
                EVEN: tl.constexpr, GROUP: tl.constexpr, PREFETCH: tl.constexpr, EARLY: tl.constexpr,
-               LOAD: tl.constexpr, STORE: tl.constexpr):
-    """VARIANT 0: welford, 1: two_pass, 2: naive. PREFETCH and EARLY as in the rmsnorm."""
+               RELOAD: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr):
+    """VARIANT 0: welford, 1: two_pass, 2: naive. PREFETCH and EARLY as in the rmsnorm.
+    RELOAD: x is read again (from L1/L2, where the first read left it) to normalise,
+    instead of being held through the statistics: the Welford merge then needs 64
+    registers per thread, not 84 (bf16, 16384 columns, 16 warps: two programs per SM
+    instead of one)."""
     pid = tl.program_id(0)
     if ON_CHIP:
         ahead = first_tile(x_ptr, pid, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
@@ -76,6 +80,8 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs,
                 m3 = tl.reshape(tl.broadcast_to(tile_mask(ok, cols, BLOCK, EVEN), [ROWS, BLOCK]).to(tl.float32),
                                 shape3)
                 mean, var = _welford_groups(x3, m3, cols, GROUP, EVEN)
+                if RELOAD:
+                    x3 = tl.reshape(load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, "evict_first"), shape3)
                 if not EARLY:   # after the statistics: fewer live registers
                     g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
                     b = load_columns_raw(b_ptr, cols, BLOCK, EVEN)
@@ -92,6 +98,8 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs,
                     var = tl.sum(dev * dev, 1) / cols
                 else:
                     var = tl.sum(x * x, 1) / cols - mean * mean   # cancels: the negative control
+                if RELOAD:
+                    x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, "evict_first")
                 if not EARLY:
                     g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
                     b = load_columns_raw(b_ptr, cols, BLOCK, EVEN)
@@ -171,7 +179,7 @@ def layernorm_launcher(x, weight, bias, eps, out, variant: str):
     tuned_as = VARIANTS["two_pass"] if code == VARIANTS["naive"] else code
     tuned = tune_rows(("layernorm", tuned_as, cols, x.dtype.itemsize), cols, block, on_chip, x.dtype, x.device,
                       scratch, lambda cfg, args, n: run(cfg, args, n, tuned_as),
-                      options=ROW_OPTIONS if on_chip else ())
+                      options=(*ROW_OPTIONS, "reload") if on_chip else ())
     cfg = tuned.for_rows(rows, x.device)   # a latency-bound batch may move its bytes differently, same bits
     config = row_config(cfg, block, on_chip)
     if tuned_as != code:
