@@ -94,6 +94,14 @@ class Tuned:
         return self.config
 
 
+TIMES = ("us", "small_us")   # what the tuner adds to a config when it measures it
+
+
+def config_of(candidate: dict) -> dict:
+    """A measured candidate without its times: the config to launch."""
+    return {k: v for k, v in candidate.items() if k not in TIMES}
+
+
 def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -147,8 +155,7 @@ def tune(key, candidates: list[dict], run) -> Tuned:
     if not ran:
         raise RuntimeError(f"no Triton config ran for {key}: {candidates}")
     best = min(ran, key=lambda r: r["us"])
-    config = {k: v for k, v in best.items() if k != "us"}
-    return _tuned.setdefault(key, Tuned(config, {"candidates": rows}))
+    return _tuned.setdefault(key, Tuned(config_of(best), {"candidates": rows}))
 
 
 def configured(launch, config: dict, tuning: dict | None = None):
@@ -266,7 +273,7 @@ def _choose(candidates: list[dict]) -> dict:
         raise RuntimeError(f"no Triton row config ran: {candidates}")
     fastest = min(c["us"] for c in ran)
     best = min((c for c in ran if c["us"] <= fastest * (1 + SMALL_SLACK)), key=lambda c: c["small_us"])
-    return {k: v for k, v in best.items() if k not in ("us", "small_us")}
+    return config_of(best)
 
 
 def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scratch, run,
@@ -285,15 +292,13 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     if key in _tuned:
         return _tuned[key]
     shapes = tile_shapes(block, on_chip, max_rows)
-    off = {o: False for o in options if o != "looped"}
-    if "looped" in options:
-        off["loop_block"] = 0
+    switches = [o for o in options if o in SWITCHES]
+    off = {**{o: False for o in switches}, **({"loop_block": 0} if "looped" in options else {})}
     if interpreting():
-        # the most rows per tile (exercises the row masks), persistent, every option on
+        # the most rows per tile (exercises the row masks), persistent, every switch on
         rows, warps = max(shapes)
-        return _tuned.setdefault(key, Tuned(dict(rows=rows, num_warps=warps, persistent=True, hints="plain",
-                                                 **{o: True for o in off if o != "loop_block"},
-                                                 **({"loop_block": 0} if "loop_block" in off else {}))))
+        return _tuned.setdefault(key, Tuned({"rows": rows, "num_warps": warps, "persistent": True,
+                                             "hints": "plain", **off, **{o: True for o in switches}}))
     large = max(1, SCRATCH_BYTES // (cols * dtype.itemsize))
     problems = {"us": (large, make_scratch(large)), "small_us": (min(SMALL_ROWS, large), make_scratch(min(SMALL_ROWS, large)))}
     candidates = []
@@ -333,6 +338,5 @@ def _small_batch_config(candidates: list[dict], best: dict) -> dict | None:
                  and all(c.get(k) == v for k, v in best.items() if k not in BIT_NEUTRAL)]
     if not same_bits:
         return None
-    fastest = min(same_bits, key=lambda c: c["small_us"])
-    config = {k: v for k, v in fastest.items() if k not in ("us", "small_us")}
+    config = config_of(min(same_bits, key=lambda c: c["small_us"]))
     return None if config == best else config
