@@ -1,24 +1,29 @@
 """The Triton row tuner's choices, without a GPU: which tile shapes it tries, and how it
 weighs the large problem against the small one."""
 import pytest
+import torch
 
 from impls._frameworks import triton as fw
 
 
-def test_tile_shapes_keep_8_to_32_elements_per_thread():
+@pytest.mark.parametrize("itemsize", [4, 2])
+def test_tile_shapes_keep_8_elements_to_128_bytes_per_thread(itemsize):
     for block in (1, 64, 1024, 4096, 8192, 16384, 32768):
-        shapes = fw.tile_shapes(block, on_chip=True)
+        shapes = fw.tile_shapes(block, on_chip=True, itemsize=itemsize)
         assert shapes and len(set(shapes)) == len(shapes)
         for rows, warps in shapes:
             assert 1 <= warps <= 32 and warps & (warps - 1) == 0
             assert rows == 1 or rows * block <= fw.TILE_ELEMENTS
             per_thread = rows * block / (32 * warps)
-            assert per_thread <= 32 and (per_thread >= 8 or warps == 1 or warps == 32)
+            assert per_thread * itemsize <= 128 and (per_thread >= 8 or warps == 1 or warps == 32)
 
 
 def test_tile_shapes_for_the_sweep_rows():
     assert fw.tile_shapes(4096, True) == [(1, 16), (1, 8), (1, 4), (2, 32), (2, 16), (2, 8)]
     assert fw.tile_shapes(16384, True) == [(1, 32), (1, 16)]
+    # 16-bit rows also take 64 elements (128 bytes) per thread: half the warps
+    assert fw.tile_shapes(16384, True, itemsize=2) == [(1, 32), (1, 16), (1, 8)]
+    assert fw.tile_shapes(4096, True, itemsize=2) == [(1, 16), (1, 8), (1, 4), (1, 2), (2, 32), (2, 16), (2, 8), (2, 4)]
     # one row per step when the row is walked in column tiles, or when asked
     assert {r for r, _ in fw.tile_shapes(4096, on_chip=False)} == {1}
     assert {r for r, _ in fw.tile_shapes(1024, True, max_rows=1)} == {1}
@@ -47,7 +52,7 @@ def test_choose_skips_configs_that_did_not_run_and_says_when_none_did():
 
 def test_the_interpreter_takes_the_tallest_tile(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    tuned = fw.tune_rows(("test", 781), 781, 1024, True, None, None, None, None, options=fw.ROW_OPTIONS)
+    tuned = fw.tune_rows(("test", 781), 781, 1024, True, torch.float32, None, None, None, options=fw.ROW_OPTIONS)
     assert tuned.config == dict(rows=4, num_warps=16, persistent=True, hints="plain", prefetch=True, early=True,
                                 loop_block=0)
     assert tuned.table == {}
