@@ -62,7 +62,7 @@ def kernels():
         ]
         group = 8 if dt == "bf16" else 4
         for cols, rows, warps in ((4096, 2, 8), (16384, 1, 32)):
-            on_chip = {"ROWS": rows, "BLOCK": cols, "ON_CHIP": True, "EVEN": True}
+            on_chip = {"ROWS": rows, "BLOCK": cols, "ON_CHIP": True, "EVEN": True, "SPAN": 0}
             out += [
                 (f"rmsnorm{cols}", _rmsnorm, {"x_ptr": p, "g_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
                  {**on_chip, "PREFETCH": True, "EARLY": True}, warps, ("x_ptr", "g_ptr", "y_ptr", "cols"), True),
@@ -80,7 +80,15 @@ def kernels():
                              "RELOAD": v != 1},
                             warps, ("x_ptr", "g_ptr", "b_ptr", "y_ptr", "cols"), True))
         looped = {"ROWS": 1, "BLOCK": 4096, "ON_CHIP": False, "EVEN": False, "PREFETCH": False, "EARLY": False,
-                  "RELOAD": False}
+                  "RELOAD": False, "SPAN": 0}
+        static = {**looped, "SPAN": 16384}   # a row that fits on chip, walked in unrolled column tiles
+        for name, fn, sig, extra in (
+                ("rmsnorm", _rmsnorm, {"x_ptr": p, "g_ptr": p, "y_ptr": p}, {}),
+                ("chain", _fused, {"x_ptr": p, "g_ptr": p, "u_ptr": p, "r_ptr": p, "y_ptr": p}, {}),
+                ("layernorm_welford", _layernorm, {"x_ptr": p, "g_ptr": p, "b_ptr": p, "y_ptr": p}, {"VARIANT": 0}),
+                ("layernorm_two_pass", _layernorm, {"x_ptr": p, "g_ptr": p, "b_ptr": p, "y_ptr": p}, {"VARIANT": 1})):
+            out.append((f"{name}_looped_static", fn, {**sig, **row, "eps": "fp32"},
+                        {**static, "GROUP": group, **extra}, 16, (*sig, "cols"), True))
         out.append(("rmsnorm_looped", _rmsnorm, {"x_ptr": p, "g_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
                     looped, 8, ("x_ptr", "g_ptr", "y_ptr"), False))
         out.append(("rmsnorm_looped_aligned", _rmsnorm, {"x_ptr": p, "g_ptr": p, "y_ptr": p, **row, "eps": "fp32"},

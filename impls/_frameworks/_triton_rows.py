@@ -22,13 +22,16 @@ def store_row(ptr, base, c, cols, y, EVEN: tl.constexpr, STORE: tl.constexpr):
 
 
 @triton.jit
-def sum_of_squares(x_ptr, base, cols, BLOCK: tl.constexpr):
+def sum_of_squares(x_ptr, base, cols, BLOCK: tl.constexpr, SPAN: tl.constexpr):
     """sum(x²) of a row walked in BLOCK-wide tiles, fp32 lanes. The row is kept in L2
     (evict_last) for the pass that reads it again (evict_first), which then costs L2
-    bandwidth, not memory bandwidth."""
+    bandwidth, not memory bandwidth. SPAN > 0: the row fits in SPAN columns, a
+    compile-time bound: the loop unrolls and all its tiles' loads go out together."""
     c = tl.arange(0, BLOCK)
     squares = tl.zeros([BLOCK], tl.float32)
-    for start in range(0, cols, BLOCK):
+    end = SPAN if SPAN else cols
+    UNROLL: tl.constexpr = SPAN // BLOCK if SPAN else 1   # a static trip count: unrolled in Triton's IR
+    for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
         x = tl.load(x_ptr + base + start + c, mask=start + c < cols, other=0.0,
                     eviction_policy="evict_last").to(tl.float32)
         squares += x * x

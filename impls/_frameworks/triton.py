@@ -238,10 +238,13 @@ def tile_shapes(block: int, on_chip: bool, max_rows: int = 4, itemsize: int = 4)
 # in L2 between passes.
 ROW_OPTIONS = ("prefetch", "early", "looped")
 SWITCHES = ("prefetch", "early", "reload")   # the constexpr switches among the options
-# (column tile, num_warps) of looped rows. On the H200 (r3) 4 and 8 warps ran 5-15% behind
-# the on-chip tiles; torch.compile's looped RMSNorm, at ~100% of the roof, sizes its warps
-# by the tile (inductor: tile / 128 up to 16), hence the 16-warp shapes.
-LOOPED_SHAPES = ((2048, 4), (2048, 8), (2048, 16), (4096, 8), (4096, 16))
+# (column tile, num_warps) of looped rows. torch.compile's looped RMSNorm, at ~100% of the
+# roof on the H200, runs XBLOCK 1, R0_BLOCK 2048 or 4096 and 16 warps (its best_config
+# files, r4) with the row length a compile-time constant: the column loop unrolls and all
+# of a row's loads are in flight at once, on ~30 registers (x is read again from L2, not
+# held), so four 16-warp programs fit per SM. A looped row that fits on chip gets the same
+# here: the loop runs to SPAN, a constexpr (row_launch). (2048, 4) never won on the H200.
+LOOPED_SHAPES = ((2048, 8), (2048, 16), (4096, 8), (4096, 16))
 
 
 def row_launch(kernel, cfg: dict, rows: int, device, *args, **constexprs):
@@ -255,7 +258,11 @@ def row_launch(kernel, cfg: dict, rows: int, device, *args, **constexprs):
     if cfg.get("reload"):
         hints["LOAD"] = "evict_last"   # the first read leaves x in cache for the second
     if cfg.get("loop_block"):   # the column loop, even for a row that fits on chip
-        constexprs = {**constexprs, "BLOCK": cfg["loop_block"], "ON_CHIP": False, "EVEN": False}
+        # SPAN: the row's on-chip block, a static bound for its column loops (0: loop to cols)
+        span = {"SPAN": constexprs["BLOCK"] if constexprs["ON_CHIP"] else 0} if "SPAN" in kernel.arg_names else {}
+        constexprs = {**constexprs, "BLOCK": cfg["loop_block"], "ON_CHIP": False, "EVEN": False, **span}
+    elif "SPAN" in kernel.arg_names:
+        constexprs = {**constexprs, "SPAN": 0}
     kernel[(programs,)](*args, programs, ROWS=cfg["rows"], num_warps=cfg["num_warps"],
                         **hints, **options, **constexprs)
 

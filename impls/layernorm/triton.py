@@ -57,12 +57,13 @@ def _welford_groups(x3, m3, cols, GROUP: tl.constexpr, EVEN: tl.constexpr):
 def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs,
                VARIANT: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr,
                EVEN: tl.constexpr, GROUP: tl.constexpr, PREFETCH: tl.constexpr, EARLY: tl.constexpr,
-               RELOAD: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr):
+               RELOAD: tl.constexpr, SPAN: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr):
     """VARIANT 0: welford, 1: two_pass, 2: naive. PREFETCH and EARLY as in the rmsnorm.
     RELOAD: x is read again (from L1/L2, where the first read left it) to normalise,
     instead of being held through the statistics: the Welford merge then needs 64
     registers per thread, not 84 (bf16, 16384 columns, 16 warps: two programs per SM
-    instead of one)."""
+    instead of one). SPAN (looped rows): a static bound for the column loops, as in the
+    rmsnorm."""
     pid = tl.program_id(0)
     if ON_CHIP:
         ahead = first_tile(x_ptr, pid, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
@@ -107,13 +108,15 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs,
             store_tile(y_ptr, offs, ok, cols, y, BLOCK, EVEN, STORE)
     else:   # ROWS == 1: one row at a time, BLOCK-wide column tiles
         c = tl.arange(0, BLOCK)
+        end = SPAN if SPAN else cols
+        UNROLL: tl.constexpr = SPAN // BLOCK if SPAN else 1   # a static trip count: unrolled in Triton's IR
         for row in range(pid, rows, programs):
             base = tl.cast(row, tl.int64) * cols
             if VARIANT == 0:   # a running Welford update per lane, then the lanes merged
                 n = tl.zeros([BLOCK], tl.float32)
                 mean_l = tl.zeros([BLOCK], tl.float32)
                 m2_l = tl.zeros([BLOCK], tl.float32)
-                for start in range(0, cols, BLOCK):
+                for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
                     mask = start + c < cols
                     x = tl.load(x_ptr + base + start + c, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
                     n_new = n + mask.to(tl.float32)
@@ -125,11 +128,11 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs,
                 var = m2 / cols
             elif VARIANT == 1:
                 s = tl.zeros([BLOCK], tl.float32)
-                for start in range(0, cols, BLOCK):
+                for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
                     s += tl.load(x_ptr + base + start + c, mask=start + c < cols, other=0.0, eviction_policy="evict_last").to(tl.float32)
                 mean = tl.sum(s, 0) / cols
                 s2 = tl.zeros([BLOCK], tl.float32)
-                for start in range(0, cols, BLOCK):
+                for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
                     mask = start + c < cols
                     x = tl.load(x_ptr + base + start + c, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
                     dev = tl.where(mask, x - mean, 0.0)
@@ -138,14 +141,14 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs,
             else:
                 s = tl.zeros([BLOCK], tl.float32)
                 s2 = tl.zeros([BLOCK], tl.float32)
-                for start in range(0, cols, BLOCK):
+                for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
                     x = tl.load(x_ptr + base + start + c, mask=start + c < cols, other=0.0, eviction_policy="evict_last").to(tl.float32)
                     s += x
                     s2 += x * x
                 mean = tl.sum(s, 0) / cols
                 var = tl.sum(s2, 0) / cols - mean * mean
             rstd = tl.math.rsqrt(var + eps)
-            for start in range(0, cols, BLOCK):
+            for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
                 mask = start + c < cols
                 x = tl.load(x_ptr + base + start + c, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
                 g = tl.load(g_ptr + start + c, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)

@@ -9,7 +9,8 @@ Rows whose length is a multiple of the block take unmasked-column, 16-byte vecto
 (EVEN). Looped rows (longer than 32768, or when the tuner finds it faster, as
 torch.compile's kernel does): a column loop for the sum of squares that keeps the row in
 L2, then a second pass that reads it from there to scale: few registers per thread, many
-programs per SM.
+programs per SM; for a row that fits on chip the loops have a static trip count (SPAN)
+and unroll, so the whole row's loads are in flight at once.
 """
 import torch
 import triton
@@ -24,10 +25,12 @@ from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_con
 @triton.jit
 def _rmsnorm(x_ptr, g_ptr, y_ptr, rows, cols, eps, programs,
              ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr, EVEN: tl.constexpr,
-             PREFETCH: tl.constexpr, EARLY: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr):
+             PREFETCH: tl.constexpr, EARLY: tl.constexpr, SPAN: tl.constexpr, LOAD: tl.constexpr,
+             STORE: tl.constexpr):
     """PREFETCH: the next tile's loads go out before this tile's reduction. EARLY: g is
     loaded with x (one memory latency for a small batch, where it is not in L2 yet) rather
-    than after the reduction (fewer live registers)."""
+    than after the reduction (fewer live registers). SPAN (looped rows): a static bound
+    for the column loops, see sum_of_squares."""
     pid = tl.program_id(0)
     if ON_CHIP:
         ahead = first_tile(x_ptr, pid, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
@@ -42,10 +45,12 @@ def _rmsnorm(x_ptr, g_ptr, y_ptr, rows, cols, eps, programs,
             store_tile(y_ptr, offs, ok, cols, x * inv_rms[:, None] * g.to(tl.float32), BLOCK, EVEN, STORE)
     else:   # ROWS == 1: one row at a time, BLOCK-wide column tiles
         c = tl.arange(0, BLOCK)
+        end = SPAN if SPAN else cols
+        UNROLL: tl.constexpr = SPAN // BLOCK if SPAN else 1   # a static trip count: unrolled in Triton's IR
         for row in range(pid, rows, programs):
             base = tl.cast(row, tl.int64) * cols
-            inv_rms = tl.math.rsqrt(sum_of_squares(x_ptr, base, cols, BLOCK) / cols + eps)
-            for start in range(0, cols, BLOCK):
+            inv_rms = tl.math.rsqrt(sum_of_squares(x_ptr, base, cols, BLOCK, SPAN) / cols + eps)
+            for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
                 mask = start + c < cols
                 x = tl.load(x_ptr + base + start + c, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
                 g = tl.load(g_ptr + start + c, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)

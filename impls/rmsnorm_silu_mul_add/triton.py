@@ -2,7 +2,8 @@
 
   fused    one kernel: per row, x, u, r read once, y written once (4·R·H·s + H·s bytes);
            the norm's statistics and the pointwise tail share the registers. Rows up to
-           32768 stay on chip; longer rows loop over columns (x read twice).
+           32768 stay on chip; longer rows (or any, when the tuner finds it faster, as
+           torch.compile's kernel does) loop over columns, x read again from L2.
   unfused  this framework's separate kernels: the Triton rmsnorm, then silu, mul and add
            as elementwise kernels, each intermediate rounded to the dtype, written and
            read back: ~10·R·H·s bytes for the same result.
@@ -26,7 +27,8 @@ def _silu(n):
 @triton.jit
 def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs,
            ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr, EVEN: tl.constexpr,
-           LOAD: tl.constexpr, STORE: tl.constexpr):
+           SPAN: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr):
+    """SPAN (looped rows): a static bound for the column loops, as in the rmsnorm."""
     pid = tl.program_id(0)
     if ON_CHIP:   # tiles of ROWS rows, as the Triton rmsnorm
         for tile in range(pid, tl.cdiv(rows, ROWS), programs):
@@ -39,13 +41,15 @@ def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs,
             store_tile(y_ptr, offs, ok, cols, _silu(normed) * u + r, BLOCK, EVEN, STORE)
     else:   # ROWS == 1: one row at a time, BLOCK-wide column tiles
         c = tl.arange(0, BLOCK)
+        end = SPAN if SPAN else cols
+        UNROLL: tl.constexpr = SPAN // BLOCK if SPAN else 1   # a static trip count: unrolled in Triton's IR
         for row in range(pid, rows, programs):
             base = tl.cast(row, tl.int64) * cols
-            inv_rms = tl.math.rsqrt(sum_of_squares(x_ptr, base, cols, BLOCK) / cols + eps)
-            for start in range(0, cols, BLOCK):
+            inv_rms = tl.math.rsqrt(sum_of_squares(x_ptr, base, cols, BLOCK, SPAN) / cols + eps)
+            for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):   # x again, from L2 where the first pass left it
                 m = start + c < cols
-                x = tl.load(x_ptr + base + start + c, mask=m, other=0.0).to(tl.float32)
-                g = tl.load(g_ptr + start + c, mask=m, other=0.0).to(tl.float32)
+                x = tl.load(x_ptr + base + start + c, mask=m, other=0.0, eviction_policy="evict_first").to(tl.float32)
+                g = tl.load(g_ptr + start + c, mask=m, other=0.0, eviction_policy="evict_last").to(tl.float32)
                 u = tl.load(u_ptr + base + start + c, mask=m, other=0.0).to(tl.float32)
                 r = tl.load(r_ptr + base + start + c, mask=m, other=0.0).to(tl.float32)
                 y = (_silu(x * inv_rms * g) * u + r).to(y_ptr.dtype.element_ty)
@@ -96,7 +100,7 @@ def bind_fused(x, weight, u, r, eps, out):
         return xs, torch.randn_like(xs), torch.randn_like(xs), torch.empty_like(xs)
 
     tuned = tune_rows(("rmsnorm_silu_mul_add", cols, x.dtype.itemsize), cols, block, on_chip, x.dtype, x.device,
-                      scratch, run)
+                      scratch, run, options=("looped",) if on_chip else ())
     cfg = tuned.for_rows(rows, x.device)   # a latency-bound batch may move its bytes differently, same bits
     return configured(lambda: run(cfg, (x, u, r, out), rows),
                       row_config(cfg, block, on_chip), tuned.table)
