@@ -56,7 +56,7 @@ def test_the_interpreter_takes_the_tallest_tile(monkeypatch):
     assert tuned.config == dict(rows=4, num_warps=16, persistent=True, hints="plain", prefetch=True, early=True,
                                 loop_block=0)
     assert tuned.table == {}
-    fw._tuned.pop(("test", 781))
+    fw._tuned.pop(("test", 781, "torch.float32"))
 
 
 # Every switch the tuner may pick on the GPU, forced one combination at a time under the
@@ -82,7 +82,7 @@ def test_every_row_switch_matches_the_reference(cpu_runner, op, variant, tuning_
     if op == "layernorm":   # x read again after the statistics: on for half of the sets
         switches = {**switches, "reload": not switches["early"]}
     for shape in ((37, 781), (5, 256)):
-        key = (*tuning_key, shape[1], 2)
+        key = (*tuning_key, shape[1], "torch.bfloat16")
         fw._tuned[key] = fw.Tuned(dict(num_warps=4, hints="plain", **switches))
         try:
             rec = cpu_runner.run(CaseSpec(op, "triton", variant, "bfloat16", shape))
@@ -108,7 +108,7 @@ def test_the_gpu_tuning_path_with_a_stand_in_timer(monkeypatch):
     monkeypatch.setattr(fw, "_measure", fake_time)
     tuned = fw.tune_rows(("stand-in", 8192), 8192, 8192, True, Dtype, None, lambda rows: rows,
                          lambda cfg, args, rows: cfg, options=(*fw.ROW_OPTIONS, "reload"))
-    fw._tuned.pop(("stand-in", 8192))
+    fw._tuned.pop(("stand-in", 8192, str(Dtype)))
     assert tuned.config["loop_block"] == 2048 and tuned.config["num_warps"] == 8
     looped = [c for c in tuned.table["candidates"] if c["loop_block"]]
     assert {(c["loop_block"], c["num_warps"]) for c in looped} >= {(2048, 8), (2048, 16), (4096, 8), (4096, 16)}
@@ -136,7 +136,7 @@ def test_a_latency_bound_batch_takes_the_same_bits_config_fastest_on_16_rows(mon
     monkeypatch.setattr(fw, "_measure", fake_time)
     tuned = fw.tune_rows(("stand-in", 4096), 4096, 4096, True, Dtype, None, lambda rows: rows,
                          lambda cfg, args, rows: (cfg, rows), options=(*fw.ROW_OPTIONS, "reload"))
-    fw._tuned.pop(("stand-in", 4096))
+    fw._tuned.pop(("stand-in", 4096, str(Dtype)))
     assert (tuned.config["rows"], tuned.config["num_warps"], tuned.config["early"]) == (2, 8, False)
     assert tuned.small is not None and tuned.small["early"]
     assert all(tuned.small[k] == v for k, v in tuned.config.items() if k not in fw.BIT_NEUTRAL)

@@ -75,7 +75,7 @@ def rmsnorm_launcher(x, weight, eps, out):
         xs = torch.randn(n_rows, cols, device=x.device).to(x.dtype)
         return xs, weight, torch.empty_like(xs)
 
-    tuned = tune_rows(("rmsnorm", cols, x.dtype.itemsize), cols, block, on_chip, x.dtype, x.device, scratch, run,
+    tuned = tune_rows(("rmsnorm", cols), cols, block, on_chip, x.dtype, x.device, scratch, run,
                       options=ROW_OPTIONS if on_chip else ())
     cfg = tuned.for_rows(rows, x.device)   # a latency-bound batch may move its bytes differently, same bits
     return configured(lambda: run(cfg, (x, weight, out), rows),

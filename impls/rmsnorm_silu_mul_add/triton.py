@@ -99,7 +99,7 @@ def bind_fused(x, weight, u, r, eps, out):
         xs = torch.randn(n_rows, cols, device=x.device).to(x.dtype)
         return xs, torch.randn_like(xs), torch.randn_like(xs), torch.empty_like(xs)
 
-    tuned = tune_rows(("rmsnorm_silu_mul_add", cols, x.dtype.itemsize), cols, block, on_chip, x.dtype, x.device,
+    tuned = tune_rows(("rmsnorm_silu_mul_add", cols), cols, block, on_chip, x.dtype, x.device,
                       scratch, run, options=("looped",) if on_chip else ())
     cfg = tuned.for_rows(rows, x.device)   # a latency-bound batch may move its bytes differently, same bits
     return configured(lambda: run(cfg, (x, u, r, out), rows),

@@ -109,7 +109,7 @@ def softmax_launcher(x, out, variant: str):
         xs = torch.randn(n_rows, cols, device=x.device).to(x.dtype)
         return xs, torch.empty_like(xs)
 
-    tuned = tune_rows(("softmax", code, cols, x.dtype.itemsize), cols, block, code == 0, x.dtype, x.device,
+    tuned = tune_rows(("softmax", code, cols), cols, block, code == 0, x.dtype, x.device,
                       scratch, run, max_rows=1)
     cfg = tuned.for_rows(rows, x.device)   # a latency-bound batch may move its bytes differently, same bits
     config = {**cfg, "BLOCK": block, "variant_run": [k for k, v in VARIANTS.items() if v == code][0]}
