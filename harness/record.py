@@ -74,7 +74,7 @@ class Record:
 
     @property
     def series_key(self) -> tuple[str, str, str, str]:
-        return (self.op, self.impl, self.variant, self.dtype)
+        return (self.op, series_label(self.impl, self.impl_config), self.variant, self.dtype)
 
     @property
     def case_key(self) -> tuple[str, str, str, str, str]:
@@ -87,3 +87,20 @@ class Record:
     def from_dict(cls, d: dict[str, Any]) -> "Record":
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
+
+
+# Framework settings whose other values make a series of their own: torch.compile compiled
+# per shape is not the peer compiled once per row length, so a nightly that switches
+# modes must not compare the two as one case's history, nor a summary rank them as one.
+# Only non-default values show (runs from before a setting existed ran its default).
+SERIES_SETTINGS = {"torch_compile": {"shapes": "dynamic_rows"}}
+
+
+def series_label(impl: str, impl_config: dict | None) -> str:
+    """``impl``, plus ``[value]`` for each series setting not at its default, e.g.
+    ``torch_compile[static]``."""
+    config = impl_config or {}
+    marks = [str(config[k]) for k, default in SERIES_SETTINGS.get(impl, {}).items()
+             if k in config and str(config[k]) != default]
+    return impl + "".join(f"[{m}]" for m in marks)
+

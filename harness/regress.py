@@ -1,6 +1,8 @@
 """Regression detection: this night's records against each case's history.
 
-A case is the key (op, impl, variant, dtype, shape, GPU model). Against the key's history
+A case is the key (op, impl, variant, dtype, shape, GPU model), the impl labelled with any
+framework setting that makes a series of its own (``torch_compile[static]``, see
+record.series_label). Against the key's history
 (its last ``history`` nights on the tracking server, or one pinned baseline night):
 
   slowdown     median time above the history's median by more than the threshold
@@ -21,7 +23,7 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from harness.record import Record
+from harness.record import Record, series_label
 
 BROKEN = ("error", "crash", "timeout", "oom")
 RAN = ("ok", "fail")
@@ -64,7 +66,8 @@ def key_of(op, impl, variant, dtype, shape, gpu) -> tuple:
 
 def point_from_record(r: Record, when_ms: int = 0) -> Point:
     gpu = (r.provenance or {}).get("gpu_name")
-    return Point(key_of(r.op, r.impl, r.variant, r.dtype, r.shape_str, gpu), when_ms, r.status, r.passed,
+    return Point(key_of(r.op, series_label(r.impl, r.impl_config), r.variant, r.dtype, r.shape_str, gpu),
+                 when_ms, r.status, r.passed,
                  r.deterministic, r.median_us, r.p10_us, r.p90_us, r.negative_control, r.reason, r.record_id)
 
 
@@ -172,7 +175,9 @@ def _timing(p: Point, past: list[Point], th: Thresholds, rep: Report) -> None:
 def point_from_run(run) -> Point | None:
     prm, met, tags = run.data.params, run.data.metrics, run.data.tags
     try:
-        key = key_of(prm["op"], prm["impl"], prm["variant"], prm["dtype"], prm["shape"], tags.get("gpu"))
+        config = {k[len("config."):]: v for k, v in prm.items() if k.startswith("config.")}
+        key = key_of(prm["op"], series_label(prm["impl"], config), prm["variant"], prm["dtype"], prm["shape"],
+                     tags.get("gpu"))
     except KeyError:
         return None
 

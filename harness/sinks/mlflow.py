@@ -1,7 +1,8 @@
 """MLflow, laid out for comparing implementations in the MLflow UI.
 
     invocation run      one per `harness ...` call (child of tracking.parent_run_id if set)
-      series run        one per (op, impl, variant, dtype): metric ``gbps`` (row ops:
+      series run        one per (op, impl, variant, dtype), the impl labelled with any
+                        non-default framework setting (``torch_compile[static]``): metric ``gbps`` (row ops:
                         ``gbps_C<cols>``) with step = compulsory bytes, so a chart of that
                         metric draws GB/s against size, one line per implementation
         case run        one per record: params op/impl/variant/dtype/shape, the impl's
