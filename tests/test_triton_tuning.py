@@ -107,7 +107,7 @@ def test_the_gpu_tuning_path_with_a_stand_in_timer(monkeypatch):
 
     monkeypatch.setattr(fw, "_measure", fake_time)
     tuned = fw.tune_rows(("stand-in", 8192), 8192, 8192, True, Dtype, None, lambda rows: rows,
-                         lambda cfg, args, rows: cfg, options=(*fw.ROW_OPTIONS, "reload"))
+                         lambda cfg, args, rows: lambda: cfg, options=(*fw.ROW_OPTIONS, "reload"))
     fw._tuned.pop(("stand-in", 8192, str(Dtype)))
     assert tuned.config["loop_block"] == 2048 and tuned.config["num_warps"] == 8
     looped = [c for c in tuned.table["candidates"] if c["loop_block"]]
@@ -135,7 +135,7 @@ def test_a_latency_bound_batch_takes_the_same_bits_config_fastest_on_16_rows(mon
 
     monkeypatch.setattr(fw, "_measure", fake_time)
     tuned = fw.tune_rows(("stand-in", 4096), 4096, 4096, True, Dtype, None, lambda rows: rows,
-                         lambda cfg, args, rows: (cfg, rows), options=(*fw.ROW_OPTIONS, "reload"))
+                         lambda cfg, args, rows: lambda: (cfg, rows), options=(*fw.ROW_OPTIONS, "reload"))
     fw._tuned.pop(("stand-in", 4096, str(Dtype)))
     assert (tuned.config["rows"], tuned.config["num_warps"], tuned.config["early"]) == (2, 8, False)
     assert tuned.small is not None and tuned.small["early"]
@@ -147,3 +147,36 @@ def test_a_latency_bound_batch_takes_the_same_bits_config_fastest_on_16_rows(mon
     tried = [c for c in tuned.table["candidates"] if (c["rows"], c["num_warps"]) == (2, 8)]
     assert {s for c in tried for s in ("persistent", "prefetch", "early", "reload") if c[s]} == \
         {"persistent", "prefetch", "early", "reload"}
+
+
+def test_a_row_launcher_works_out_its_grid_and_arguments_once():
+    """What row_launcher hands the kernel: one program per tile (or a persistent grid),
+    only the switches the kernel has, the looped path's BLOCK and static SPAN; and the
+    same launch every call, with nothing recomputed."""
+    class Kernel:
+        arg_names = ["x", "rows", "programs", "ROWS", "BLOCK", "ON_CHIP", "EVEN", "PREFETCH", "SPAN",
+                     "LOAD", "STORE"]
+
+        def __init__(self):
+            self.grids, self.calls = [], []
+
+        def __getitem__(self, grid):
+            self.grids.append(grid)
+            return lambda *args, **kwargs: self.calls.append((args, kwargs))
+
+    k = Kernel()
+    cfg = dict(rows=2, num_warps=8, persistent=False, hints="stream", prefetch=True, early=True, loop_block=0)
+    launch = fw.row_launcher(k, cfg, 37, None, "x", 37, BLOCK=1024, ON_CHIP=True, EVEN=False)
+    launch()
+    launch()
+    assert k.grids == [(19,)] and k.calls[0] == k.calls[1]
+    args, kwargs = k.calls[0]
+    assert args == ("x", 37, 19)
+    assert kwargs == dict(ROWS=2, num_warps=8, LOAD="evict_first", STORE=".cs", PREFETCH=True, BLOCK=1024,
+                          ON_CHIP=True, EVEN=False, SPAN=0)   # no EARLY: this kernel has none
+    looped = fw.row_launcher(k, {**cfg, "rows": 1, "persistent": True, "loop_block": 256}, 37, None, "x", 37,
+                             BLOCK=1024, ON_CHIP=True, EVEN=False)
+    looped()
+    assert k.grids[-1] == (min(37, fw.PERSISTENT_PER_SM * fw.sm_count(None)),)
+    assert {key: k.calls[-1][1][key] for key in ("BLOCK", "ON_CHIP", "EVEN", "SPAN")} == \
+        dict(BLOCK=256, ON_CHIP=False, EVEN=False, SPAN=1024)

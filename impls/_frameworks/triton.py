@@ -243,14 +243,15 @@ SWITCHES = ("prefetch", "early", "reload")   # the constexpr switches among the 
 # files, r4) with the row length a compile-time constant: the column loop unrolls and all
 # of a row's loads are in flight at once, on ~30 registers (x is read again from L2, not
 # held), so four 16-warp programs fit per SM. A looped row that fits on chip gets the same
-# here: the loop runs to SPAN, a constexpr (row_launch). (2048, 4) never won on the H200.
+# here: the loop runs to SPAN, a constexpr (row_launcher). (2048, 4) never won on the H200.
 LOOPED_SHAPES = ((2048, 8), (2048, 16), (4096, 8), (4096, 16))
 
 
-def row_launch(kernel, cfg: dict, rows: int, device, *args, **constexprs):
-    """Launch a row kernel ``kernel(*args, programs, ROWS=..., ...)``: one program per tile
-    of cfg["rows"] rows, or a persistent grid of PERSISTENT_PER_SM programs per SM walking
-    the tiles."""
+def row_launcher(kernel, cfg: dict, rows: int, device, *args, **constexprs):
+    """A launcher (no arguments) of the row kernel ``kernel(*args, programs, ROWS=..., ...)``:
+    one program per tile of cfg["rows"] rows, or a persistent grid of PERSISTENT_PER_SM
+    programs per SM walking the tiles. Grid and keyword arguments are worked out here, once:
+    at a few rows a launch is host-bound, and this took ~2 us of Python per launch."""
     tiles = -(-rows // cfg["rows"])
     programs = min(tiles, PERSISTENT_PER_SM * sm_count(device)) if cfg["persistent"] else tiles
     options = {o.upper(): cfg.get(o, False) for o in SWITCHES if o.upper() in kernel.arg_names}
@@ -263,8 +264,10 @@ def row_launch(kernel, cfg: dict, rows: int, device, *args, **constexprs):
         constexprs = {**constexprs, "BLOCK": cfg["loop_block"], "ON_CHIP": False, "EVEN": False, **span}
     elif "SPAN" in kernel.arg_names:
         constexprs = {**constexprs, "SPAN": 0}
-    kernel[(programs,)](*args, programs, ROWS=cfg["rows"], num_warps=cfg["num_warps"],
-                        **hints, **options, **constexprs)
+    launch = kernel[(programs,)]
+    args = (*args, programs)
+    kwargs = dict(ROWS=cfg["rows"], num_warps=cfg["num_warps"], **hints, **options, **constexprs)
+    return lambda: launch(*args, **kwargs)
 
 
 def row_config(cfg: dict, block: int, on_chip: bool) -> dict:
@@ -286,7 +289,7 @@ def _choose(candidates: list[dict]) -> dict:
     return config_of(best)
 
 
-def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scratch, run,
+def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scratch, bind,
               max_rows: int = 4, options: tuple[str, ...] = ()) -> Tuned:
     """Tune a row kernel once per ``key`` (op, variant, cols) and dtype on a scratch
     problem of ~256 MiB and on a SMALL_ROWS batch, whatever the batch at hand: the
@@ -296,7 +299,8 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     registers decide how many programs fit on an SM (sm_90, LayerNorm two_pass at 8192 on
     4 warps: bf16 128 registers, fp16 139, four programs per SM against three; on the
     H200 r5 measured bf16's config 8% slower in fp16). ``block`` is the kernel's BLOCK (the row, or its column tile);
-    ``make_scratch(rows)`` builds the arguments and ``run(cfg, args, rows)`` launches.
+    ``make_scratch(rows)`` builds the arguments and ``bind(cfg, args, rows)`` returns a
+    launcher (row_launcher).
 
     First every tile shape (rows per tile x warps) one program per tile, without cache
     hints (and, with "looped" among the kernel's ``options``, the LOOPED_SHAPES); then the
@@ -320,7 +324,7 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     def measure(cfg):
         if any(all(c[k] == cfg[k] for k in cfg) for c in candidates):
             return
-        candidates.append({**cfg, **{name: _measure(lambda: run(cfg, args, n)) for name, (n, args) in problems.items()}})
+        candidates.append({**cfg, **{name: _measure(bind(cfg, args, n)) for name, (n, args) in problems.items()}})
 
     for rows, warps in shapes:
         measure(dict(rows=rows, num_warps=warps, persistent=False, hints="plain", **off))

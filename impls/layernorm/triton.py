@@ -23,7 +23,7 @@ import triton.language as tl
 from harness.registry import impl
 from impls._frameworks._triton_rows import (first_tile, load_columns_raw, load_tile, store_tile, tile_input, tile_mask,
                                             tile_offsets)
-from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_config, row_launch, tune_rows
+from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_config, row_launcher, tune_rows
 
 
 @triton.jit
@@ -172,10 +172,10 @@ def layernorm_launcher(x, weight, bias, eps, out, variant: str):
     even = on_chip and block == cols
     group = min(block, max(1, 16 // x.dtype.itemsize))   # one 16-byte vector per Welford group
 
-    def run(cfg, args, n_rows, variant_code=code):
+    def bind(cfg, args, n_rows, variant_code=code):
         xx, gg, bb, yy = args
-        row_launch(_layernorm, cfg, n_rows, xx.device, xx, gg, bb, yy, n_rows, cols, eps,
-                   VARIANT=variant_code, BLOCK=block, ON_CHIP=on_chip, EVEN=even, GROUP=group)
+        return row_launcher(_layernorm, cfg, n_rows, xx.device, xx, gg, bb, yy, n_rows, cols, eps,
+                            VARIANT=variant_code, BLOCK=block, ON_CHIP=on_chip, EVEN=even, GROUP=group)
 
     def scratch(n_rows):
         xs = torch.randn(n_rows, cols, device=x.device).to(x.dtype)
@@ -184,13 +184,13 @@ def layernorm_launcher(x, weight, bias, eps, out, variant: str):
     # The negative control runs the two-pass kernel's config: its speed is not the point.
     tuned_as = VARIANTS["two_pass"] if code == VARIANTS["naive"] else code
     tuned = tune_rows(("layernorm", tuned_as, cols), cols, block, on_chip, x.dtype, x.device,
-                      scratch, lambda cfg, args, n: run(cfg, args, n, tuned_as),
+                      scratch, lambda cfg, args, n: bind(cfg, args, n, tuned_as),
                       options=(*ROW_OPTIONS, "reload") if on_chip else ())
     cfg = tuned.for_rows(rows, x.device)   # a latency-bound batch may move its bytes differently, same bits
     config = row_config(cfg, block, on_chip)
     if tuned_as != code:
         config["tuned_as"] = "two_pass"
-    return configured(lambda: run(cfg, (x, weight, bias, out), rows), config, tuned.table)
+    return configured(bind(cfg, (x, weight, bias, out), rows), config, tuned.table)
 
 @impl("layernorm", "triton", variant="welford")
 def bind_welford(x, weight, bias, eps, out):

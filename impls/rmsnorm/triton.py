@@ -19,7 +19,7 @@ import triton.language as tl
 from harness.registry import impl
 from impls._frameworks._triton_rows import (first_tile, load_columns_raw, store_tile, sum_of_squares, tile_input,
                                             tile_offsets)
-from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_config, row_launch, tune_rows
+from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_config, row_launcher, tune_rows
 
 
 @triton.jit
@@ -66,19 +66,19 @@ def rmsnorm_launcher(x, weight, eps, out):
     block, on_chip = row_block(cols)
     even = on_chip and block == cols
 
-    def run(cfg, args, n_rows):
+    def bind(cfg, args, n_rows):
         xx, gg, yy = args
-        row_launch(_rmsnorm, cfg, n_rows, xx.device, xx, gg, yy, n_rows, cols, eps,
-                   BLOCK=block, ON_CHIP=on_chip, EVEN=even)
+        return row_launcher(_rmsnorm, cfg, n_rows, xx.device, xx, gg, yy, n_rows, cols, eps,
+                            BLOCK=block, ON_CHIP=on_chip, EVEN=even)
 
     def scratch(n_rows):
         xs = torch.randn(n_rows, cols, device=x.device).to(x.dtype)
         return xs, weight, torch.empty_like(xs)
 
-    tuned = tune_rows(("rmsnorm", cols), cols, block, on_chip, x.dtype, x.device, scratch, run,
+    tuned = tune_rows(("rmsnorm", cols), cols, block, on_chip, x.dtype, x.device, scratch, bind,
                       options=ROW_OPTIONS if on_chip else ())
     cfg = tuned.for_rows(rows, x.device)   # a latency-bound batch may move its bytes differently, same bits
-    return configured(lambda: run(cfg, (x, weight, out), rows),
+    return configured(bind(cfg, (x, weight, out), rows),
                       row_config(cfg, block, on_chip), tuned.table)
 
 

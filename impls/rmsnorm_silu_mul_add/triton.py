@@ -16,7 +16,7 @@ import triton.language as tl
 
 from harness.registry import impl
 from impls._frameworks._triton_rows import load_columns, load_tile, store_tile, sum_of_squares, tile_offsets
-from impls._frameworks.triton import configured, launch_1d, row_block, row_config, row_launch, tune_rows
+from impls._frameworks.triton import configured, launch_1d, row_block, row_config, row_launcher, tune_rows
 from impls.rmsnorm.triton import rmsnorm_launcher
 
 @triton.jit
@@ -90,9 +90,9 @@ def bind_fused(x, weight, u, r, eps, out):
     block, on_chip = row_block(cols)
     even = on_chip and block == cols
 
-    def run(cfg, args, n_rows):
+    def bind(cfg, args, n_rows):
         xx, uu, rr, yy = args
-        row_launch(_fused, cfg, n_rows, xx.device, xx, weight, uu, rr, yy, n_rows, cols, eps,
+        return row_launcher(_fused, cfg, n_rows, xx.device, xx, weight, uu, rr, yy, n_rows, cols, eps,
                    BLOCK=block, ON_CHIP=on_chip, EVEN=even)
 
     def scratch(n_rows):
@@ -100,9 +100,9 @@ def bind_fused(x, weight, u, r, eps, out):
         return xs, torch.randn_like(xs), torch.randn_like(xs), torch.empty_like(xs)
 
     tuned = tune_rows(("rmsnorm_silu_mul_add", cols), cols, block, on_chip, x.dtype, x.device,
-                      scratch, run, options=("looped",) if on_chip else ())
+                      scratch, bind, options=("looped",) if on_chip else ())
     cfg = tuned.for_rows(rows, x.device)   # a latency-bound batch may move its bytes differently, same bits
-    return configured(lambda: run(cfg, (x, u, r, out), rows),
+    return configured(bind(cfg, (x, u, r, out), rows),
                       row_config(cfg, block, on_chip), tuned.table)
 
 

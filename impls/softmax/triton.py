@@ -21,7 +21,7 @@ import triton.language as tl
 
 from harness.registry import impl
 from impls._frameworks._triton_rows import load_row, store_row
-from impls._frameworks.triton import configured, row_block, row_launch, row_tile, tune_rows
+from impls._frameworks.triton import configured, row_block, row_launcher, row_tile, tune_rows
 
 _NEG_INF = tl.constexpr(float("-inf"))
 
@@ -101,21 +101,22 @@ def softmax_launcher(x, out, variant: str):
         block = min(block, row_tile(custom_combine=code == 1))   # looped: tiles; a short row is one
     even = code == 0 and block == cols
 
-    def run(cfg, args, n_rows):
+    def bind(cfg, args, n_rows):
         xx, yy = args
-        row_launch(_softmax, cfg, n_rows, xx.device, xx, yy, n_rows, cols, VARIANT=code, BLOCK=block, EVEN=even)
+        return row_launcher(_softmax, cfg, n_rows, xx.device, xx, yy, n_rows, cols, VARIANT=code, BLOCK=block,
+                            EVEN=even)
 
     def scratch(n_rows):
         xs = torch.randn(n_rows, cols, device=x.device).to(x.dtype)
         return xs, torch.empty_like(xs)
 
     tuned = tune_rows(("softmax", code, cols), cols, block, code == 0, x.dtype, x.device,
-                      scratch, run, max_rows=1)
+                      scratch, bind, max_rows=1)
     cfg = tuned.for_rows(rows, x.device)   # a latency-bound batch may move its bytes differently, same bits
     config = {**cfg, "BLOCK": block, "variant_run": [k for k, v in VARIANTS.items() if v == code][0]}
     if note:
         config["note"] = note
-    return configured(lambda: run(cfg, (x, out), rows), config, tuned.table)
+    return configured(bind(cfg, (x, out), rows), config, tuned.table)
 
 
 @impl("softmax", "triton", variant="on_chip")
