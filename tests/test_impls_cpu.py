@@ -79,3 +79,25 @@ def test_softmax_properties(impl):
         out2 = torch.empty_like(x)
         y2 = result_of(bind(x=x + 100, out=out2), out2)
         torch.testing.assert_close(y2, y, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("variant", ["fused", "unfused"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_triton_chain_keeps_silus_tail(variant, dtype):
+    """silu(n) = n·e^n for n in (-108, -88.7): tiny, but a normal or subnormal fp32 (and
+    bf16), where n / (1 + exp(-n)) returns 0 because exp(-n) overflows. With r = 0 the
+    output is that tail alone; the harness's own check against float64 must pass."""
+    from harness.checks import compare
+    if ("rmsnorm_silu_mul_add", "triton", variant) not in IMPLS:
+        pytest.skip("Triton is not usable here")
+    op = OPS["rmsnorm_silu_mul_add"]()
+    cols = 64
+    x = torch.ones(3, cols, dtype=dtype)                            # rms 1: n = g
+    weight = torch.linspace(-112.0, 4.0, cols).to(dtype)            # n from -112 (0 in fp32) to 4
+    inputs = {"x": x, "weight": weight, "u": torch.ones_like(x), "r": torch.zeros_like(x), "eps": 0.0}
+    ref = op.reference(**inputs)
+    assert bool(((ref.abs() > 0) & (ref.abs() < 1e-36)).any())     # the tail is in the inputs
+    out = torch.full_like(x, float("nan"))
+    got = result_of(registry.registered()[("rmsnorm_silu_mul_add", "triton", variant)].bind(**inputs, out=out), out)
+    check = compare(got, ref, op.tolerance(dtype), op.error_scale(inputs, ref), "silu_tail", 0)
+    assert check.passed, check.detail

@@ -7,8 +7,8 @@
   unfused  this framework's separate kernels: the Triton rmsnorm, then silu, mul and add
            as elementwise kernels, each intermediate rounded to the dtype, written and
            read back: ~10·R·H·s bytes for the same result.
-silu(n) = n / (1 + exp(-n)); for very negative n, exp overflows to inf and silu(n) to -0,
-which is the right limit. tl.exp compiles to a multiply by log2(e) and ex2.approx.f32.
+silu(n) = n·sigmoid(n) with one exp, kept accurate where n·e^n is tiny but not zero in
+fp32 (see _silu). tl.exp compiles to a multiply by log2(e) and ex2.approx.f32.
 """
 import torch
 import triton
@@ -19,9 +19,20 @@ from impls._frameworks._triton_rows import load_columns, load_tile, store_tile, 
 from impls._frameworks.triton import configured, launch_1d, row_block, row_config, row_launcher, tune_rows
 from impls.rmsnorm.triton import rmsnorm_launcher
 
+# e^-24: for n < 0, silu takes the exp of n + 24 and scales back at the end (see _silu)
+_EXP_MINUS_24 = tl.constexpr(3.775134544279098e-11)
+
+
 @triton.jit
 def _silu(n):
-    return n / (1.0 + tl.exp(-n))
+    """silu(n) = n·sigmoid(n), one exp. The usual n / (1 + exp(-n)) (PyTorch's too) returns
+    0 for n < -88.7, where exp(-n) overflows, though n·e^n is a normal fp32 down to
+    n = -91.6 and nonzero to ~-108 (and bf16 has the same range). For n < 0 the exp is
+    taken of n + 24, normal down to n = -111, and the product scaled by e^-24 last, so the
+    one rounding into the subnormal range is the final one ((n·e)·e^-24, in that order)."""
+    e = tl.exp(24.0 - tl.abs(n))   # e^-|n|, scaled by e^24: normal down to n = -111
+    # sigmoid(n) = 1 / (1 + e^-n) for n >= 0, e^n / (1 + e^n) for n < 0: the same e^-|n|
+    return tl.where(n < 0, n * e * _EXP_MINUS_24, n) / (1.0 + e * _EXP_MINUS_24)
 
 
 @triton.jit
