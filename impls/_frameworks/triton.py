@@ -298,9 +298,9 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     their conversions compile to different instructions and register counts, and a few
     registers decide how many programs fit on an SM (sm_90, LayerNorm two_pass at 8192 on
     4 warps: bf16 128 registers, fp16 139, four programs per SM against three; on the
-    H200 r5 measured bf16's config 8% slower in fp16). ``block`` is the kernel's BLOCK (the row, or its column tile);
-    ``make_scratch(rows)`` builds the arguments and ``bind(cfg, args, rows)`` returns a
-    launcher (row_launcher).
+    H200 r5 measured bf16's config 8% slower in fp16). ``block`` is the kernel's BLOCK
+    (the row, or its column tile); ``make_scratch(rows)`` builds the arguments and
+    ``bind(cfg, args, rows)`` returns a launcher (row_launcher).
 
     First every tile shape (rows per tile x warps) one program per tile, without cache
     hints (and, with "looped" among the kernel's ``options``, the LOOPED_SHAPES); then the
