@@ -103,4 +103,3 @@ def series_label(impl: str, impl_config: dict | None) -> str:
     marks = [str(config[k]) for k, default in SERIES_SETTINGS.get(impl, {}).items()
              if k in config and str(config[k]) != default]
     return impl + "".join(f"[{m}]" for m in marks)
-

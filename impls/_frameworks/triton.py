@@ -258,12 +258,12 @@ def row_launcher(kernel, cfg: dict, rows: int, device, *args, **constexprs):
     hints = dict(HINTS[cfg["hints"]])
     if cfg.get("reload"):
         hints["LOAD"] = "evict_last"   # the first read leaves x in cache for the second
+    # SPAN: a looped row's on-chip block, a static bound for its column loops (0: loop to cols)
+    span = constexprs["BLOCK"] if cfg.get("loop_block") and constexprs["ON_CHIP"] else 0
     if cfg.get("loop_block"):   # the column loop, even for a row that fits on chip
-        # SPAN: the row's on-chip block, a static bound for its column loops (0: loop to cols)
-        span = {"SPAN": constexprs["BLOCK"] if constexprs["ON_CHIP"] else 0} if "SPAN" in kernel.arg_names else {}
-        constexprs = {**constexprs, "BLOCK": cfg["loop_block"], "ON_CHIP": False, "EVEN": False, **span}
-    elif "SPAN" in kernel.arg_names:
-        constexprs = {**constexprs, "SPAN": 0}
+        constexprs = {**constexprs, "BLOCK": cfg["loop_block"], "ON_CHIP": False, "EVEN": False}
+    if "SPAN" in kernel.arg_names:
+        constexprs = {**constexprs, "SPAN": span}
     launch = kernel[(programs,)]
     args = (*args, programs)
     kwargs = dict(ROWS=cfg["rows"], num_warps=cfg["num_warps"], **hints, **options, **constexprs)

@@ -104,7 +104,7 @@ def bind_fused(x, weight, u, r, eps, out):
     def bind(cfg, args, n_rows):
         xx, uu, rr, yy = args
         return row_launcher(_fused, cfg, n_rows, xx.device, xx, weight, uu, rr, yy, n_rows, cols, eps,
-                   BLOCK=block, ON_CHIP=on_chip, EVEN=even)
+                            BLOCK=block, ON_CHIP=on_chip, EVEN=even)
 
     def scratch(n_rows):
         xs = torch.randn(n_rows, cols, device=x.device).to(x.dtype)
