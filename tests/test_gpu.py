@@ -91,3 +91,39 @@ def test_a_lost_cuda_context_costs_only_its_case(tmp_path):
     recs = {r["impl"]: r for r in map(json.loads, (tmp_path / "results.jsonl").read_text().splitlines())}
     assert recs["broken"]["status"] in ("error", "crash"), recs["broken"]
     assert recs["eager"]["status"] == "ok", recs["eager"]["reason"]
+
+
+def test_a_bound_launch_calls_the_compiled_kernel_on_the_current_stream():
+    """After its first launch a Triton launcher skips Triton's dispatch: what the compiled
+    kernel's launcher then writes must be what the dispatch wrote, also when a CUDA graph
+    captures it on the capture stream and when it runs on a side stream."""
+    from impls._frameworks.triton import bound_launch
+    from impls.scale.triton import _scale
+    x = torch.randn(100_003, device="cuda")
+    out = torch.empty_like(x)
+    want = (3.0 * x.double()).float()
+    launch = bound_launch(_scale, (triton_cdiv(x.numel(), 1024),), x, out, 3.0, x.numel(), BLOCK=1024,
+                          LOAD="", STORE="", num_warps=4)
+    for _ in range(2):   # the dispatch, then the compiled kernel
+        out.zero_()
+        launch()
+        torch.cuda.synchronize()
+        assert torch.equal(out, want)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        launch()
+    out.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, want)
+    side = torch.cuda.Stream()
+    out.zero_()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        launch()
+    side.synchronize()
+    assert torch.equal(out, want)
+
+
+def triton_cdiv(n, d):
+    return -(-n // d)

@@ -149,10 +149,11 @@ def test_a_latency_bound_batch_takes_the_same_bits_config_fastest_on_16_rows(mon
         {"persistent", "prefetch", "early", "reload"}
 
 
-def test_a_row_launcher_works_out_its_grid_and_arguments_once():
+def test_a_row_launcher_works_out_its_grid_and_arguments_once(monkeypatch):
     """What row_launcher hands the kernel: one program per tile (or a persistent grid),
     only the switches the kernel has, the looped path's BLOCK and static SPAN; and the
     same launch every call, with nothing recomputed."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")   # every launch dispatches: each is recorded
     class Kernel:
         arg_names = ["x", "rows", "programs", "ROWS", "BLOCK", "ON_CHIP", "EVEN", "PREFETCH", "SPAN",
                      "LOAD", "STORE"]
@@ -180,3 +181,69 @@ def test_a_row_launcher_works_out_its_grid_and_arguments_once():
     assert k.grids[-1] == (min(37, fw.PERSISTENT_PER_SM * fw.sm_count(None)),)
     assert {key: k.calls[-1][1][key] for key in ("BLOCK", "ON_CHIP", "EVEN", "SPAN")} == \
         dict(BLOCK=256, ON_CHIP=False, EVEN=False, SPAN=1024)
+
+
+
+class _Compiled:
+    """A stand-in compiled kernel: its launcher records the full argument list."""
+
+    def __init__(self):
+        self.direct = []
+
+    def __getitem__(self, grid):
+        return lambda *full: self.direct.append((grid, full))
+
+
+class _Jit:
+    """A stand-in JIT kernel: its dispatch records the call and returns the compiled kernel."""
+
+    def __init__(self, fn):
+        self.fn, self.dispatched, self.compiled = fn, [], _Compiled()
+
+    def __getitem__(self, grid):
+        def dispatch(*args, **kwargs):
+            self.dispatched.append((grid, args, kwargs))
+            return self.compiled
+        return dispatch
+
+
+def test_a_bound_launch_dispatches_once_then_calls_the_compiled_kernel(monkeypatch):
+    """On a GPU the first launch compiles through Triton's dispatch; every later one hands
+    the compiled kernel's launcher every parameter in the signature's order (constexprs and
+    defaults included, options such as num_warps not), the same tuple each time."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+
+    def kernel(x_ptr, n, programs, BLOCK, LOAD="", STORE=""):
+        pass
+
+    k = _Jit(kernel)
+    launch = fw.bound_launch(k, (7,), "x", 100, 7, BLOCK=256, STORE=".cs", num_warps=4)
+    for _ in range(3):
+        launch()
+    assert k.dispatched == [((7,), ("x", 100, 7), dict(BLOCK=256, STORE=".cs", num_warps=4))]
+    assert k.compiled.direct == [((7,), ("x", 100, 7, 256, "", ".cs"))] * 2
+
+
+def test_under_the_interpreter_every_launch_dispatches(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+    def kernel(x_ptr, BLOCK):
+        pass
+
+    k = _Jit(kernel)
+    launch = fw.bound_launch(k, (2,), "x", BLOCK=64)
+    launch()
+    launch()
+    assert len(k.dispatched) == 2 and not k.compiled.direct
+
+
+def test_kernel_args_names_what_is_missing_or_too_many():
+    def kernel(a, b, C, D=3):
+        pass
+
+    k = _Jit(kernel)
+    assert fw.kernel_args(k, (1,), dict(b=2, C=5, num_warps=8)) == (1, 2, 5, 3)
+    with pytest.raises(TypeError, match="kernel: no value for C"):
+        fw.kernel_args(k, (1, 2), {})
+    with pytest.raises(TypeError, match="takes 4 arguments, got 5"):
+        fw.kernel_args(k, (1, 2, 3, 4, 5), {})

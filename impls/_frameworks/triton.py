@@ -1,5 +1,6 @@
 """Triton. On a CUDA GPU for real; on a CPU under Triton's interpreter (TRITON_INTERPRET=1),
 which the harness switches on itself: correct results, no timing claims."""
+import inspect
 import os
 from dataclasses import dataclass, field
 
@@ -142,15 +143,15 @@ def _measure(run) -> float | None:
         return None
 
 
-def tune(key, candidates: list[dict], run) -> Tuned:
-    """The fastest of ``candidates`` for ``key``, measured once per process with
-    ``run(config)``, outside any timed region. Under the interpreter there is nothing
-    to measure: the first candidate is used."""
+def tune(key, candidates: list[dict], bind) -> Tuned:
+    """The fastest of ``candidates`` for ``key``, measured once per process by timing the
+    launcher ``bind(config)`` returns, outside any timed region. Under the interpreter
+    there is nothing to measure: the first candidate is used."""
     if key in _tuned:
         return _tuned[key]
     if interpreting() or len(candidates) == 1:
         return _tuned.setdefault(key, Tuned(candidates[0]))
-    rows = [{**cfg, "us": _measure(lambda: run(cfg))} for cfg in candidates]
+    rows = [{**cfg, "us": _measure(bind(cfg))} for cfg in candidates]
     ran = [r for r in rows if r["us"] is not None]
     if not ran:
         raise RuntimeError(f"no Triton config ran for {key}: {candidates}")
@@ -163,6 +164,45 @@ def configured(launch, config: dict, tuning: dict | None = None):
     shows what ran and what it was chosen from."""
     launch.config = dict(config)
     launch.tuning = dict(tuning or {})
+    return launch
+
+
+def kernel_args(kernel, args: tuple, kwargs: dict) -> tuple:
+    """Every parameter of ``kernel`` in its signature's order, constexprs included (what a
+    compiled Triton kernel's launcher takes): the positional ``args``, then each remaining
+    parameter from ``kwargs`` or its default. Options (num_warps) are not parameters."""
+    params = inspect.signature(kernel.fn).parameters
+    if len(args) > len(params):
+        raise TypeError(f"{kernel.fn.__name__} takes {len(params)} arguments, got {len(args)} positional")
+    given = {**dict(zip(params, args)), **{k: v for k, v in kwargs.items() if k in params}}
+    missing = [n for n, p in params.items() if n not in given and p.default is inspect.Parameter.empty]
+    if missing:
+        raise TypeError(f"{kernel.fn.__name__}: no value for {', '.join(missing)}")
+    return tuple(given.get(n, p.default) for n, p in params.items())
+
+
+def bound_launch(kernel, grid: tuple, *args, **kwargs):
+    """A launcher (no arguments) of ``kernel[grid](*args, **kwargs)``, all of it fixed.
+    The first launch goes through Triton's dispatch (JITFunction.run: it binds every
+    argument, specialises each on its value and alignment, hashes a cache key, compiles
+    on a miss) and keeps the compiled kernel it returns; later launches call that kernel's
+    launcher directly with the same arguments, on the current stream (so that a CUDA graph
+    capture records them). The dispatch is the same work every time here, since the
+    arguments never change, and at a few rows a launch is host-bound: that work is time.
+    Under the interpreter there is nothing compiled: every launch dispatches."""
+    jit = kernel[grid]
+    if interpreting():
+        return lambda: jit(*args, **kwargs)
+    full = kernel_args(kernel, args, kwargs)
+    run = None
+
+    def launch():
+        nonlocal run
+        if run is None:
+            compiled = jit(*args, **kwargs)     # compiles, or finds the cached binary, and launches
+            run = compiled[grid]                # the compiled kernel's own launcher
+            return
+        run(*full)
     return launch
 
 
@@ -179,12 +219,12 @@ def launch_1d(kernel, args: tuple, n: int, key, device, extra: dict | None = Non
         candidates = [dict(BLOCK=b, num_warps=w, hints=h) for b, w in ((1024, 4), (2048, 4), (4096, 8), (8192, 8))
                       for h in HINTS]
 
-    def run(cfg):
-        kernel[(triton.cdiv(n, cfg["BLOCK"]),)](*args, n, **(extra or {}), BLOCK=cfg["BLOCK"],
-                                                num_warps=cfg["num_warps"], **HINTS[cfg["hints"]])
+    def bind(cfg):
+        return bound_launch(kernel, (triton.cdiv(n, cfg["BLOCK"]),), *args, n, **(extra or {}), BLOCK=cfg["BLOCK"],
+                            num_warps=cfg["num_warps"], **HINTS[cfg["hints"]])
 
-    tuned = tune(key, candidates, run)
-    return configured(lambda: run(tuned.config), tuned.config, tuned.table)
+    tuned = tune(key, candidates, bind)
+    return configured(bind(tuned.config), tuned.config, tuned.table)
 
 
 # --- row ops (softmax, norms, the chain): tiles of rows, one per program step ----------
@@ -250,8 +290,8 @@ LOOPED_SHAPES = ((2048, 8), (2048, 16), (4096, 8), (4096, 16))
 def row_launcher(kernel, cfg: dict, rows: int, device, *args, **constexprs):
     """A launcher (no arguments) of the row kernel ``kernel(*args, programs, ROWS=..., ...)``:
     one program per tile of cfg["rows"] rows, or a persistent grid of PERSISTENT_PER_SM
-    programs per SM walking the tiles. Grid and keyword arguments are worked out here, once:
-    at a few rows a launch is host-bound, and this took ~2 us of Python per launch."""
+    programs per SM walking the tiles. Grid and keyword arguments are worked out here, once
+    (bound_launch): at a few rows a launch is host-bound."""
     tiles = -(-rows // cfg["rows"])
     programs = min(tiles, PERSISTENT_PER_SM * sm_count(device)) if cfg["persistent"] else tiles
     options = {o.upper(): cfg.get(o, False) for o in SWITCHES if o.upper() in kernel.arg_names}
@@ -264,10 +304,8 @@ def row_launcher(kernel, cfg: dict, rows: int, device, *args, **constexprs):
         constexprs = {**constexprs, "BLOCK": cfg["loop_block"], "ON_CHIP": False, "EVEN": False}
     if "SPAN" in kernel.arg_names:
         constexprs = {**constexprs, "SPAN": span}
-    launch = kernel[(programs,)]
-    args = (*args, programs)
-    kwargs = dict(ROWS=cfg["rows"], num_warps=cfg["num_warps"], **hints, **options, **constexprs)
-    return lambda: launch(*args, **kwargs)
+    return bound_launch(kernel, (programs,), *args, programs, ROWS=cfg["rows"], num_warps=cfg["num_warps"],
+                        **hints, **options, **constexprs)
 
 
 def row_config(cfg: dict, block: int, on_chip: bool) -> dict:

@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks.triton import configured, interpreting, next_pow2, sm_count
+from impls._frameworks.triton import bound_launch, configured, interpreting, next_pow2, sm_count
 
 
 @triton.jit
@@ -85,17 +85,22 @@ def reduce_1d(x, out, is_max: bool, atomic: bool):
     if atomic:
         init = float("-inf") if is_max else 0.0
 
-        def launch():
-            out.fill_(init)   # the atomics need a starting value: a memset launch, counted
-            _reduce_tiles[(programs,)](x, out, n, programs, IS_MAX=is_max, ATOMIC=True, BLOCK=block, num_warps=warps)
-    else:
-        partials = torch.empty(programs, dtype=torch.float32, device=x.device)
-        finish_block = next_pow2(programs)
+        tiles = bound_launch(_reduce_tiles, (programs,), x, out, n, programs, IS_MAX=is_max, ATOMIC=True,
+                             BLOCK=block, num_warps=warps)
 
         def launch():
-            _reduce_tiles[(programs,)](x, partials, n, programs, IS_MAX=is_max, ATOMIC=False, BLOCK=block,
-                                       num_warps=warps)
-            _reduce_partials[(1,)](partials, out, programs, IS_MAX=is_max, BLOCK=finish_block, num_warps=4)
+            out.fill_(init)   # the atomics need a starting value: a memset launch, counted
+            tiles()
+    else:
+        partials = torch.empty(programs, dtype=torch.float32, device=x.device)
+        tiles = bound_launch(_reduce_tiles, (programs,), x, partials, n, programs, IS_MAX=is_max, ATOMIC=False,
+                             BLOCK=block, num_warps=warps)
+        finish = bound_launch(_reduce_partials, (1,), partials, out, programs, IS_MAX=is_max,
+                              BLOCK=next_pow2(programs), num_warps=4)
+
+        def launch():
+            tiles()
+            finish()
     return configured(launch, cfg)
 
 
