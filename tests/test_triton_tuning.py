@@ -191,6 +191,7 @@ class _Compiled:
         self.direct = []
 
     def __getitem__(self, grid):
+        x, y, z = grid   # Triton 3.6's CompiledKernel reads grid[0], grid[1], grid[2]
         return lambda *full: self.direct.append((grid, full))
 
 
@@ -221,7 +222,7 @@ def test_a_bound_launch_dispatches_once_then_calls_the_compiled_kernel(monkeypat
     for _ in range(3):
         launch()
     assert k.dispatched == [((7,), ("x", 100, 7), dict(BLOCK=256, STORE=".cs", num_warps=4))]
-    assert k.compiled.direct == [((7,), ("x", 100, 7, 256, "", ".cs"))] * 2
+    assert k.compiled.direct == [((7, 1, 1), ("x", 100, 7, 256, "", ".cs"))] * 2
 
 
 def test_under_the_interpreter_every_launch_dispatches(monkeypatch):

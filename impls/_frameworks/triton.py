@@ -200,7 +200,7 @@ def bound_launch(kernel, grid: tuple, *args, **kwargs):
         nonlocal run
         if run is None:
             compiled = jit(*args, **kwargs)     # compiles, or finds the cached binary, and launches
-            run = compiled[grid]                # the compiled kernel's own launcher
+            run = compiled[(*grid, 1, 1)[:3]]   # its own launcher: takes a 3-D grid, all the parameters
             return
         run(*full)
     return launch
