@@ -67,7 +67,8 @@ def kernels():
                 (f"rmsnorm{cols}", _rmsnorm, {"x_ptr": p, "g_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
                  {**on_chip, "PREFETCH": True, "EARLY": True}, warps, ("x_ptr", "g_ptr", "y_ptr", "cols"), True),
                 (f"chain{cols}", _fused, {"x_ptr": p, "g_ptr": p, "u_ptr": p, "r_ptr": p, "y_ptr": p, **row,
-                                          "eps": "fp32"}, on_chip, warps, ("x_ptr", "g_ptr", "u_ptr", "r_ptr", "y_ptr", "cols"), True),
+                                          "eps": "fp32"}, {**on_chip, "EARLY": rows == 1}, warps,
+                 ("x_ptr", "g_ptr", "u_ptr", "r_ptr", "y_ptr", "cols"), True),
             ]
             for v in (0, 1, 2):
                 out.append((f"softmax{cols}v{v}", _softmax, {"x_ptr": p, "y_ptr": p, **row},
@@ -89,6 +90,9 @@ def kernels():
                 ("layernorm_two_pass", _layernorm, {"x_ptr": p, "g_ptr": p, "b_ptr": p, "y_ptr": p}, {"VARIANT": 1})):
             out.append((f"{name}_looped_static", fn, {**sig, **row, "eps": "fp32"},
                         {**static, "GROUP": group, **extra}, 16, (*sig, "cols"), True))
+            if name in ("rmsnorm", "chain"):   # a small batch: the whole row's other operands up front
+                out.append((f"{name}_looped_static_early", fn, {**sig, **row, "eps": "fp32"},
+                            {**static, "EARLY": True}, 16, (*sig, "cols"), True))
         out.append(("rmsnorm_looped", _rmsnorm, {"x_ptr": p, "g_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
                     looped, 8, ("x_ptr", "g_ptr", "y_ptr"), False))
         out.append(("rmsnorm_looped_aligned", _rmsnorm, {"x_ptr": p, "g_ptr": p, "y_ptr": p, **row, "eps": "fp32"},

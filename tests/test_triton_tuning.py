@@ -67,7 +67,8 @@ SWITCHES = [dict(rows=1, persistent=False, prefetch=False, early=False, loop_blo
             dict(rows=4, persistent=True, prefetch=True, early=False, loop_block=0),
             dict(rows=2, persistent=False, prefetch=False, early=True, loop_block=0),
             dict(rows=1, persistent=True, prefetch=True, early=True, loop_block=0),
-            dict(rows=1, persistent=True, prefetch=False, early=False, loop_block=64)]
+            dict(rows=1, persistent=True, prefetch=False, early=False, loop_block=64),
+            dict(rows=1, persistent=False, prefetch=False, early=True, loop_block=64)]
 
 
 @pytest.mark.parametrize("switches", SWITCHES, ids=lambda s: "-".join(f"{k}{int(v)}" for k, v in s.items()))
@@ -116,6 +117,30 @@ def test_the_gpu_tuning_path_with_a_stand_in_timer(monkeypatch):
     assert not any(c["prefetch"] or c["early"] or c["reload"] for c in looped)
     assert any(c["persistent"] for c in looped) and any(c["hints"] == "stream" for c in looped)
     assert tuned.table["problems"] == {"us": f"{(256 << 20) // (8192 * 2)}x8192", "small_us": "16x8192"}
+
+
+def test_a_looped_config_tries_early_operands_where_the_kernel_has_them(monkeypatch):
+    """A looped best config gets the EARLY switch tried only from a kernel that declares
+    "looped_early"; and a small batch may take it (same bits)."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+
+    class Dtype:
+        itemsize = 2
+
+    def fake_time(run):
+        cfg, rows = run()
+        if rows == fw.SMALL_ROWS:
+            return 4.0 if cfg["early"] else 6.0
+        return (100.0 if cfg.get("loop_block") == 2048 else 120.0) * (1.05 if cfg["early"] else 1.0)
+
+    monkeypatch.setattr(fw, "_measure", fake_time)
+    for options, tried in ((fw.ROW_OPTIONS, False), ((*fw.ROW_OPTIONS, "looped_early"), True)):
+        tuned = fw.tune_rows(("stand-in", 4096), 4096, 4096, True, Dtype, None, lambda rows: rows,
+                             lambda cfg, args, rows: lambda: (cfg, rows), options=options)
+        fw._tuned.pop(("stand-in", 4096, str(Dtype)))
+        assert tuned.config["loop_block"] == 2048 and not tuned.config["early"]
+        assert any(c["loop_block"] and c["early"] for c in tuned.table["candidates"]) == tried
+        assert (tuned.small is not None and tuned.small["early"] and tuned.small["loop_block"] == 2048) == tried
 
 
 def test_a_latency_bound_batch_takes_the_same_bits_config_fastest_on_16_rows(monkeypatch):

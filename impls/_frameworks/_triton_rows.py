@@ -38,6 +38,14 @@ def sum_of_squares(x_ptr, base, cols, BLOCK: tl.constexpr, SPAN: tl.constexpr):
     return tl.sum(squares, 0)
 
 
+@triton.jit
+def span_offsets(SPAN: tl.constexpr, BLOCK: tl.constexpr):
+    """Column offsets [SPAN // BLOCK, BLOCK] of a looped row that fits in SPAN columns: its
+    column tiles stacked, for a pass that holds the whole row at once (EARLY, a small
+    batch). Elementwise work on it gives the bits of the column loop's."""
+    return (tl.arange(0, SPAN // BLOCK) * BLOCK)[:, None] + tl.arange(0, BLOCK)[None, :]
+
+
 # --- tiles of ROWS rows: [ROWS, BLOCK] per step of a program -------------------------
 # A program that holds several short rows at once keeps more bytes in flight per
 # reduction (each tl.sum across warps is a barrier with no loads outstanding) and pays

@@ -275,7 +275,8 @@ def tile_shapes(block: int, on_chip: bool, max_rows: int = 4, itemsize: int = 4)
 # Switches a row kernel may take as constexprs (PREFETCH, EARLY, RELOAD): tried by the
 # tuner only for kernels that have them (``options``), and off otherwise. "looped"
 # (loop_block > 0): a row that would fit on chip is walked in column tiles instead, kept
-# in L2 between passes.
+# in L2 between passes. "looped_early": the kernel's EARLY applies to such a looped row
+# too (its second pass then holds the whole row, its other operands loaded up front).
 ROW_OPTIONS = ("prefetch", "early", "looped")
 SWITCHES = ("prefetch", "early", "reload")   # the constexpr switches among the options
 # (column tile, num_warps) of looped rows. torch.compile's looped RMSNorm, at ~100% of the
@@ -376,8 +377,9 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     toggles += [{"hints": "stream"}]
     toggles += [{"early": True}] if "early" in options else []
     toggles += [{"reload": True}] if "reload" in options else []
+    looped_switches = ("early",) if "looped_early" in options else ()
     for toggle in toggles:
-        if best.get("loop_block") and any(s in toggle for s in SWITCHES):
+        if best.get("loop_block") and any(s in toggle for s in SWITCHES if s not in looped_switches):
             continue   # switches of the on-chip path
         measure({**best, **toggle})
         best = _choose(candidates)

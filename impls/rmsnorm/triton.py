@@ -17,8 +17,8 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks._triton_rows import (first_tile, load_columns_raw, store_tile, sum_of_squares, tile_input,
-                                            tile_offsets)
+from impls._frameworks._triton_rows import (first_tile, load_columns_raw, span_offsets, store_tile, sum_of_squares,
+                                            tile_input, tile_offsets)
 from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_config, row_launcher, tune_rows
 
 
@@ -29,8 +29,9 @@ def _rmsnorm(x_ptr, g_ptr, y_ptr, rows, cols, eps, programs,
              STORE: tl.constexpr):
     """PREFETCH: the next tile's loads go out before this tile's reduction. EARLY: g is
     loaded with x (one memory latency for a small batch, where it is not in L2 yet) rather
-    than after the reduction (fewer live registers). SPAN (looped rows): a static bound
-    for the column loops, see sum_of_squares."""
+    than after the reduction (fewer live registers); on a looped row that fits in SPAN,
+    the whole of g, and the second pass takes the row in one step. SPAN (looped rows): a
+    static bound for the column loops, see sum_of_squares."""
     pid = tl.program_id(0)
     if ON_CHIP:
         ahead = first_tile(x_ptr, pid, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
@@ -47,15 +48,25 @@ def _rmsnorm(x_ptr, g_ptr, y_ptr, rows, cols, eps, programs,
         c = tl.arange(0, BLOCK)
         end = SPAN if SPAN else cols
         UNROLL: tl.constexpr = SPAN // BLOCK if SPAN else 1   # a static trip count: unrolled in Triton's IR
+        WHOLE: tl.constexpr = EARLY and SPAN > 0   # the second pass holds the whole row
         for row in range(pid, rows, programs):
             base = tl.cast(row, tl.int64) * cols
+            if WHOLE:   # g's loads go out with x's first pass, not after its reduction
+                span = span_offsets(SPAN, BLOCK)
+                g = tl.load(g_ptr + span, mask=span < cols, other=0.0)
             inv_rms = tl.math.rsqrt(sum_of_squares(x_ptr, base, cols, BLOCK, SPAN) / cols + eps)
-            for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
-                mask = start + c < cols
-                x = tl.load(x_ptr + base + start + c, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
-                g = tl.load(g_ptr + start + c, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-                y = (x * inv_rms * g).to(y_ptr.dtype.element_ty)
-                tl.store(y_ptr + base + start + c, y, mask=mask, cache_modifier=STORE)
+            if WHOLE:
+                x = tl.load(x_ptr + base + span, mask=span < cols, other=0.0, eviction_policy="evict_first")
+                y = x.to(tl.float32) * inv_rms * g.to(tl.float32)
+                tl.store(y_ptr + base + span, y.to(y_ptr.dtype.element_ty), mask=span < cols, cache_modifier=STORE)
+            else:
+                for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
+                    mask = start + c < cols
+                    x = tl.load(x_ptr + base + start + c, mask=mask, other=0.0,
+                                eviction_policy="evict_first").to(tl.float32)
+                    g = tl.load(g_ptr + start + c, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+                    y = (x * inv_rms * g).to(y_ptr.dtype.element_ty)
+                    tl.store(y_ptr + base + start + c, y, mask=mask, cache_modifier=STORE)
 
 
 def rmsnorm_launcher(x, weight, eps, out):
@@ -76,7 +87,7 @@ def rmsnorm_launcher(x, weight, eps, out):
         return xs, weight, torch.empty_like(xs)
 
     tuned = tune_rows(("rmsnorm", cols), cols, block, on_chip, x.dtype, x.device, scratch, bind,
-                      options=ROW_OPTIONS if on_chip else ())
+                      options=(*ROW_OPTIONS, "looped_early") if on_chip else ())
     cfg = tuned.for_rows(rows, x.device)   # a latency-bound batch may move its bytes differently, same bits
     return configured(bind(cfg, (x, weight, out), rows),
                       row_config(cfg, block, on_chip), tuned.table)

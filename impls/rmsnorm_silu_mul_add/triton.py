@@ -15,7 +15,8 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks._triton_rows import load_columns, load_tile, store_tile, sum_of_squares, tile_offsets
+from impls._frameworks._triton_rows import (load_columns, load_tile, span_offsets, store_tile, sum_of_squares,
+                                            tile_offsets)
 from impls._frameworks.triton import configured, launch_1d, row_block, row_config, row_launcher, tune_rows
 from impls.rmsnorm.triton import rmsnorm_launcher
 
@@ -38,8 +39,11 @@ def _silu(n):
 @triton.jit
 def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs,
            ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr, EVEN: tl.constexpr,
-           SPAN: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr):
-    """SPAN (looped rows): a static bound for the column loops, as in the rmsnorm."""
+           EARLY: tl.constexpr, SPAN: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr):
+    """EARLY: g (and, on a looped row that fits in SPAN, the whole of g, u and r) loaded
+    with x's first pass rather than after its reduction: one memory latency for a small
+    batch, more live registers. SPAN (looped rows): a static bound for the column loops,
+    as in the rmsnorm."""
     pid = tl.program_id(0)
     if ON_CHIP:   # tiles of ROWS rows, as the Triton rmsnorm
         for tile in range(pid, tl.cdiv(rows, ROWS), programs):
@@ -47,24 +51,40 @@ def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs,
             x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
             u = load_tile(u_ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
             r = load_tile(r_ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
+            if EARLY:
+                g = load_columns(g_ptr, cols, BLOCK, EVEN)
             inv_rms = tl.math.rsqrt(tl.sum(x * x, 1) / cols + eps)
-            normed = x * inv_rms[:, None] * load_columns(g_ptr, cols, BLOCK, EVEN)
-            store_tile(y_ptr, offs, ok, cols, _silu(normed) * u + r, BLOCK, EVEN, STORE)
+            if not EARLY:
+                g = load_columns(g_ptr, cols, BLOCK, EVEN)
+            store_tile(y_ptr, offs, ok, cols, _silu(x * inv_rms[:, None] * g) * u + r, BLOCK, EVEN, STORE)
     else:   # ROWS == 1: one row at a time, BLOCK-wide column tiles
         c = tl.arange(0, BLOCK)
         end = SPAN if SPAN else cols
         UNROLL: tl.constexpr = SPAN // BLOCK if SPAN else 1   # a static trip count: unrolled in Triton's IR
+        WHOLE: tl.constexpr = EARLY and SPAN > 0   # the second pass holds the whole row
         for row in range(pid, rows, programs):
             base = tl.cast(row, tl.int64) * cols
+            if WHOLE:   # g, u and r in flight with x's first pass
+                span = span_offsets(SPAN, BLOCK)
+                m = span < cols
+                g = tl.load(g_ptr + span, mask=m, other=0.0)
+                u = tl.load(u_ptr + base + span, mask=m, other=0.0)
+                r = tl.load(r_ptr + base + span, mask=m, other=0.0)
             inv_rms = tl.math.rsqrt(sum_of_squares(x_ptr, base, cols, BLOCK, SPAN) / cols + eps)
-            for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):   # x again, from L2 where the first pass left it
-                m = start + c < cols
-                x = tl.load(x_ptr + base + start + c, mask=m, other=0.0, eviction_policy="evict_first").to(tl.float32)
-                g = tl.load(g_ptr + start + c, mask=m, other=0.0, eviction_policy="evict_last").to(tl.float32)
-                u = tl.load(u_ptr + base + start + c, mask=m, other=0.0).to(tl.float32)
-                r = tl.load(r_ptr + base + start + c, mask=m, other=0.0).to(tl.float32)
-                y = (_silu(x * inv_rms * g) * u + r).to(y_ptr.dtype.element_ty)
-                tl.store(y_ptr + base + start + c, y, mask=m, cache_modifier=STORE)
+            if WHOLE:
+                x = tl.load(x_ptr + base + span, mask=m, other=0.0, eviction_policy="evict_first").to(tl.float32)
+                y = _silu(x * inv_rms * g.to(tl.float32)) * u.to(tl.float32) + r.to(tl.float32)
+                tl.store(y_ptr + base + span, y.to(y_ptr.dtype.element_ty), mask=m, cache_modifier=STORE)
+            else:
+                for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):   # x again, from L2
+                    m = start + c < cols
+                    x = tl.load(x_ptr + base + start + c, mask=m, other=0.0,
+                                eviction_policy="evict_first").to(tl.float32)
+                    g = tl.load(g_ptr + start + c, mask=m, other=0.0, eviction_policy="evict_last").to(tl.float32)
+                    u = tl.load(u_ptr + base + start + c, mask=m, other=0.0).to(tl.float32)
+                    r = tl.load(r_ptr + base + start + c, mask=m, other=0.0).to(tl.float32)
+                    y = (_silu(x * inv_rms * g) * u + r).to(y_ptr.dtype.element_ty)
+                    tl.store(y_ptr + base + start + c, y, mask=m, cache_modifier=STORE)
 
 
 @triton.jit
@@ -111,7 +131,7 @@ def bind_fused(x, weight, u, r, eps, out):
         return xs, torch.randn_like(xs), torch.randn_like(xs), torch.empty_like(xs)
 
     tuned = tune_rows(("rmsnorm_silu_mul_add", cols), cols, block, on_chip, x.dtype, x.device,
-                      scratch, bind, options=("looped",) if on_chip else ())
+                      scratch, bind, options=("early", "looped", "looped_early") if on_chip else ())
     cfg = tuned.for_rows(rows, x.device)   # a latency-bound batch may move its bytes differently, same bits
     return configured(bind(cfg, (x, u, r, out), rows),
                       row_config(cfg, block, on_chip), tuned.table)
