@@ -54,7 +54,7 @@ def test_the_interpreter_takes_the_tallest_tile(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     tuned = fw.tune_rows(("test", 781), 781, 1024, True, torch.float32, None, None, None, options=fw.ROW_OPTIONS)
     assert tuned.config == dict(rows=4, num_warps=16, persistent=True, hints="plain", prefetch=True, early=True,
-                                loop_block=0)
+                                loop_block=0, maxnreg=0)
     assert tuned.table == {}
     fw._tuned.pop(("test", 781, "torch.float32"))
 
@@ -68,7 +68,7 @@ SWITCHES = [dict(rows=1, persistent=False, prefetch=False, early=False, loop_blo
             dict(rows=2, persistent=False, prefetch=False, early=True, loop_block=0),
             dict(rows=1, persistent=True, prefetch=True, early=True, loop_block=0),
             dict(rows=1, persistent=True, prefetch=False, early=False, loop_block=64),
-            dict(rows=1, persistent=False, prefetch=False, early=True, loop_block=64)]
+            dict(rows=1, persistent=False, prefetch=False, early=True, loop_block=64, maxnreg=32)]
 
 
 @pytest.mark.parametrize("switches", SWITCHES, ids=lambda s: "-".join(f"{k}{int(v)}" for k, v in s.items()))
@@ -113,6 +113,8 @@ def test_the_gpu_tuning_path_with_a_stand_in_timer(monkeypatch):
     assert tuned.config["loop_block"] == 2048 and tuned.config["num_warps"] == 8
     looped = [c for c in tuned.table["candidates"] if c["loop_block"]]
     assert {(c["loop_block"], c["num_warps"]) for c in looped} >= {(2048, 8), (2048, 16), (4096, 8), (4096, 16)}
+    # 16-warp looped tiles also with registers capped for four programs per SM
+    assert {(c["loop_block"], c["num_warps"]) for c in looped if c["maxnreg"] == 32} == {(2048, 16), (4096, 16)}
     # the on-chip switches are not tried on a looped config; the grid and the hints are
     assert not any(c["prefetch"] or c["early"] or c["reload"] for c in looped)
     assert any(c["persistent"] for c in looped) and any(c["hints"] == "stream" for c in looped)

@@ -74,7 +74,7 @@ _timers: dict = {}
 # Switches that change when and how the bytes move, never which arithmetic runs on which
 # elements in which order: configs that differ only in these give identical bits, so a
 # batch may take its own without losing batch invariance.
-BIT_NEUTRAL = ("persistent", "hints", "prefetch", "early", "reload")
+BIT_NEUTRAL = ("persistent", "hints", "prefetch", "early", "reload", "maxnreg")
 
 
 @dataclass
@@ -286,6 +286,13 @@ SWITCHES = ("prefetch", "early", "reload")   # the constexpr switches among the 
 # held), so four 16-warp programs fit per SM. A looped row that fits on chip gets the same
 # here: the loop runs to SPAN, a constexpr (row_launcher). (2048, 4) never won on the H200.
 LOOPED_SHAPES = ((2048, 8), (2048, 16), (4096, 8), (4096, 16))
+# Registers decide how many programs share an SM: sm_90 has 64K per SM and runs at most
+# 2048 threads, so a 16-warp program of more than 32 registers per thread leaves thread
+# slots empty. The chain's looped fp16 kernel (4096-tiles, 16 warps) takes 48 where bf16
+# takes 40 (two programs per SM against three; r8 measured it 10% slower); capped at 32
+# (ptxas's maxnreg) it compiles without spills. Capped looped shapes are candidates too:
+# a cap moves no arithmetic, only registers.
+FULL_OCCUPANCY_REGS = 65536 // 2048
 
 
 def row_launcher(kernel, cfg: dict, rows: int, device, *args, **constexprs):
@@ -305,6 +312,8 @@ def row_launcher(kernel, cfg: dict, rows: int, device, *args, **constexprs):
         constexprs = {**constexprs, "BLOCK": cfg["loop_block"], "ON_CHIP": False, "EVEN": False}
     if "SPAN" in kernel.arg_names:
         constexprs = {**constexprs, "SPAN": span}
+    if cfg.get("maxnreg"):
+        constexprs = {**constexprs, "maxnreg": cfg["maxnreg"]}   # a compile option, not a parameter
     return bound_launch(kernel, (programs,), *args, programs, ROWS=cfg["rows"], num_warps=cfg["num_warps"],
                         **hints, **options, **constexprs)
 
@@ -350,7 +359,7 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
         return _tuned[key]
     shapes = tile_shapes(block, on_chip, max_rows, dtype.itemsize)
     switches = [o for o in options if o in SWITCHES]
-    off = {**{o: False for o in switches}, **({"loop_block": 0} if "looped" in options else {})}
+    off = {**{o: False for o in switches}, **({"loop_block": 0, "maxnreg": 0} if "looped" in options else {})}
     if interpreting():
         # the most rows per tile (exercises the row masks), persistent, every switch on
         rows, warps = max(shapes)
@@ -370,7 +379,11 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     if "looped" in options:
         for loop_block, warps in LOOPED_SHAPES:
             if cols >= 2 * loop_block:
-                measure({**off, "rows": 1, "num_warps": warps, "persistent": False, "hints": "plain", "loop_block": loop_block})
+                looped = {**off, "rows": 1, "num_warps": warps, "persistent": False, "hints": "plain",
+                          "loop_block": loop_block}
+                measure(looped)
+                if warps == 16:
+                    measure({**looped, "maxnreg": FULL_OCCUPANCY_REGS})
     best = _choose(candidates)
     toggles = [{"persistent": True}]
     toggles += [{"persistent": True, "prefetch": True}] if "prefetch" in options else []
