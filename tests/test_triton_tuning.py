@@ -93,23 +93,30 @@ def test_every_row_switch_matches_the_reference(cpu_runner, op, variant, tuning_
         assert {k: rec.impl_config[k] for k in switches} == switches
 
 
+class _Fp16:
+    itemsize = 2
+
+
+def _tune_with_stand_in_times(monkeypatch, cols, fake_time, options):
+    """tune_rows as on a GPU for 16-bit rows of ``cols`` fitting on chip, each candidate
+    timed by ``fake_time(cfg, rows)`` instead of the CUDA timer (rows: the problem's)."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(fw, "_measure", lambda run: fake_time(*run()))
+    try:
+        return fw.tune_rows(("stand-in", cols), cols, cols, True, _Fp16, None, lambda rows: rows,
+                            lambda cfg, args, rows: lambda: (cfg, rows), options=options)
+    finally:
+        fw._tuned.pop(("stand-in", cols, str(_Fp16)), None)
+
+
 def test_the_gpu_tuning_path_with_a_stand_in_timer(monkeypatch):
     """tune_rows as on a GPU (stage 1 shapes and looped tiles, then the switches), with
     times from a stand-in for the CUDA timer: which candidates it builds and what it keeps."""
-    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-
-    class Dtype:
-        itemsize = 2
-
-    def fake_time(run):
-        cfg = run()   # the stand-in launcher returns the config it would launch
+    def fake_time(cfg, rows):
         fast = cfg.get("loop_block") == 2048 and cfg["num_warps"] == 8
         return (100.0 if fast else 110.0) * (1.02 if cfg.get("persistent") else 1.0)
 
-    monkeypatch.setattr(fw, "_measure", fake_time)
-    tuned = fw.tune_rows(("stand-in", 8192), 8192, 8192, True, Dtype, None, lambda rows: rows,
-                         lambda cfg, args, rows: lambda: cfg, options=(*fw.ROW_OPTIONS, "reload"))
-    fw._tuned.pop(("stand-in", 8192, str(Dtype)))
+    tuned = _tune_with_stand_in_times(monkeypatch, 8192, fake_time, (*fw.ROW_OPTIONS, "reload"))
     assert tuned.config["loop_block"] == 2048 and tuned.config["num_warps"] == 8
     looped = [c for c in tuned.table["candidates"] if c["loop_block"]]
     assert {(c["loop_block"], c["num_warps"]) for c in looped} >= {(2048, 8), (2048, 16), (4096, 8), (4096, 16)}
@@ -124,22 +131,13 @@ def test_the_gpu_tuning_path_with_a_stand_in_timer(monkeypatch):
 def test_a_looped_config_tries_early_operands_where_the_kernel_has_them(monkeypatch):
     """A looped best config gets the EARLY switch tried only from a kernel that declares
     "looped_early"; and a small batch may take it (same bits)."""
-    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-
-    class Dtype:
-        itemsize = 2
-
-    def fake_time(run):
-        cfg, rows = run()
+    def fake_time(cfg, rows):
         if rows == fw.SMALL_ROWS:
             return 4.0 if cfg["early"] else 6.0
         return (100.0 if cfg.get("loop_block") == 2048 else 120.0) * (1.05 if cfg["early"] else 1.0)
 
-    monkeypatch.setattr(fw, "_measure", fake_time)
     for options, tried in ((fw.ROW_OPTIONS, False), ((*fw.ROW_OPTIONS, "looped_early"), True)):
-        tuned = fw.tune_rows(("stand-in", 4096), 4096, 4096, True, Dtype, None, lambda rows: rows,
-                             lambda cfg, args, rows: lambda: (cfg, rows), options=options)
-        fw._tuned.pop(("stand-in", 4096, str(Dtype)))
+        tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, options)
         assert tuned.config["loop_block"] == 2048 and not tuned.config["early"]
         assert any(c["loop_block"] and c["early"] for c in tuned.table["candidates"]) == tried
         assert (tuned.small is not None and tuned.small["early"] and tuned.small["loop_block"] == 2048) == tried
@@ -149,21 +147,12 @@ def test_a_latency_bound_batch_takes_the_same_bits_config_fastest_on_16_rows(mon
     """Early weights win the small batch but lose 5% on the large problem: the large
     problem keeps late weights, a batch of one wave takes early ones. A config with other
     bits (another tile shape) is never taken for the small batch, however fast."""
-    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-
-    class Dtype:
-        itemsize = 2
-
-    def fake_time(run):
-        cfg, rows = run()
+    def fake_time(cfg, rows):
         if rows == fw.SMALL_ROWS:
             return 3.0 if (cfg["rows"], cfg["num_warps"]) == (1, 4) else 5.0 if cfg["early"] else 6.0
         return (100.0 if (cfg["rows"], cfg["num_warps"]) == (2, 8) else 120.0) * (1.05 if cfg["early"] else 1.0)
 
-    monkeypatch.setattr(fw, "_measure", fake_time)
-    tuned = fw.tune_rows(("stand-in", 4096), 4096, 4096, True, Dtype, None, lambda rows: rows,
-                         lambda cfg, args, rows: lambda: (cfg, rows), options=(*fw.ROW_OPTIONS, "reload"))
-    fw._tuned.pop(("stand-in", 4096, str(Dtype)))
+    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, (*fw.ROW_OPTIONS, "reload"))
     assert (tuned.config["rows"], tuned.config["num_warps"], tuned.config["early"]) == (2, 8, False)
     assert tuned.small is not None and tuned.small["early"]
     assert all(tuned.small[k] == v for k, v in tuned.config.items() if k not in fw.BIT_NEUTRAL)
