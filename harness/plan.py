@@ -89,14 +89,18 @@ class Plan:
         return [c for c in self.cases if not c.skip_reason]
 
 
-def _torch_compile_shapes(cfg) -> None:
-    """torch_compile_shapes, checked, handed to the torch.compile peer (and to the worker
-    processes) through the environment."""
+def _framework_settings(cfg) -> None:
+    """Settings read by a framework's plumbing, checked here and handed to it (and to the
+    worker processes) through the environment: torch_compile_shapes (the torch.compile
+    peer) and triton_tuning (whether the Triton tuner may take its kept choices)."""
     from impls._frameworks.torch_compile import SHAPES
-    value = str(cfg.get("torch_compile_shapes", "dynamic_rows"))
-    if value not in SHAPES:
-        raise unknown("torch_compile_shapes", value, SHAPES)
-    os.environ["HARNESS_TORCH_COMPILE_SHAPES"] = value
+    from impls._frameworks.tuning_cache import MODES
+    for name, variable, values in (("torch_compile_shapes", "HARNESS_TORCH_COMPILE_SHAPES", SHAPES),
+                                   ("triton_tuning", "HARNESS_TRITON_TUNING", MODES)):
+        value = str(cfg.get(name, values[0]))
+        if value not in values:
+            raise unknown(name, value, values)
+        os.environ[variable] = value
 
 
 def build(cfg, device: torch.device) -> Plan:
@@ -104,7 +108,7 @@ def build(cfg, device: torch.device) -> Plan:
     frameworks = registry.frameworks()
     for fw in frameworks.values():
         fw.prepare(device)
-    _torch_compile_shapes(cfg)
+    _framework_settings(cfg)
 
     # --- ops: the op config group (conf/op/<op>.yaml) fills cfg.ops.<op> ---
     selected = OmegaConf.to_container(cfg.get("ops") or {}, resolve=True)

@@ -121,7 +121,8 @@ def report() -> dict:
         name = f"{name}:{sig.get('x_ptr') or sig.get('a_ptr') or sig.get('p_ptr')}"
         try:
             ops, local = compile_sm90(fn, sig, const, warps, aligned)
-            out[name] = {"ops": dict(ops), "local": local, "vector": vector}
+            out[name] = {"ops": dict(ops), "local": local, "vector": vector,
+                         "cache_key": fn.cache_key}   # what the tuning cache keys a kernel's source by
         except Exception as e:  # noqa: BLE001 - reported, and failed by the test
             out[name] = {"error": f"{type(e).__name__}: {e}"}
     return out

@@ -73,6 +73,7 @@ def test_unusable_impls_are_skipped_with_the_reason_under_impl_all(tmp_path):
     (["op=rmsnorm", "shapes=banana"], 2, "give a list of shapes"),
     (["op=rmsnorm", "device=tpu"], 2, "unknown device 'tpu'"),
     (["op=rmsnorm", "torch_compile_shapes=dynamic"], 2, "unknown torch_compile_shapes 'dynamic'"),
+    (["op=rmsnorm", "triton_tuning=redo"], 2, "unknown triton_tuning 'redo'"),
 ])
 def test_bad_input_gets_a_clear_error(tmp_path, args, code, message):
     proc = harness(tmp_path, *args, "tracking=none")

@@ -127,3 +127,26 @@ def test_a_bound_launch_calls_the_compiled_kernel_on_the_current_stream():
 
 def triton_cdiv(n, d):
     return -(-n // d)
+
+
+def test_the_next_process_takes_the_tuned_choice_from_disk(tmp_path):
+    """Two harness processes on one cache: the first measures and keeps its choice, the
+    second takes it unmeasured (same config, same table); triton_tuning=fresh measures."""
+    env = {**os.environ, "HARNESS_CACHE": str(tmp_path / "cache"),
+           "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}"}
+
+    def run(name, *extra):
+        out = tmp_path / name
+        proc = subprocess.run([sys.executable, "-m", "harness", "op=rmsnorm", "impl=triton", "dtype=bf16",
+                               "shapes=[[64,4096]]", "sweep=smoke", "tracking=none", f"hydra.run.dir={out}", *extra],
+                              env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        (rec,) = map(json.loads, (out / "results.jsonl").read_text().splitlines())
+        assert rec["status"] == "ok", rec["reason"]
+        return rec
+
+    first, second, fresh = run("first"), run("second"), run("fresh", "triton_tuning=fresh")
+    assert first["tuning"]["source"] == "measured" and second["tuning"]["source"] == "cache"
+    assert second["impl_config"] == first["impl_config"]
+    assert second["tuning"]["candidates"] == first["tuning"]["candidates"]
+    assert fresh["tuning"]["source"] == "measured" and fresh["tuning"]["measured_at"] >= first["tuning"]["measured_at"]

@@ -60,3 +60,10 @@ def test_kernels_compile_for_sm90_with_wide_accesses_and_no_spills(report):
         if r["local"]:
             problems.append(f"{name}: {r['local']} bytes of local memory per thread (spills)")
     assert not problems, "\n".join(problems)
+
+
+def test_every_kernel_has_a_source_hash_for_the_tuning_cache(report):
+    """The tuning cache keys a choice by the kernel's source with its callees (Triton's
+    cache_key), which exists only off the interpreter: read in the report's process."""
+    keys = {name.split(":")[0]: r["cache_key"] for name, r in report.items() if "cache_key" in r}
+    assert len(keys) == len({k.split(":")[0] for k in report}) and all(len(k) >= 32 for k in keys.values())

@@ -264,3 +264,80 @@ def test_kernel_args_names_what_is_missing_or_too_many():
         fw.kernel_args(k, (1, 2), {})
     with pytest.raises(TypeError, match="takes 4 arguments, got 5"):
         fw.kernel_args(k, (1, 2, 3, 4, 5), {})
+
+
+class _KernelSource:
+    """A stand-in kernel for the tuning cache: only its source hash matters."""
+
+    def __init__(self, cache_key):
+        self.cache_key = cache_key
+
+
+@pytest.fixture
+def tuning_cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
+    monkeypatch.setattr(fw, "_environment", lambda device: {"gpu": "stand-in H200", "triton": "3.6.0"})
+    return tmp_path
+
+
+def test_a_tuned_choice_is_kept_on_disk_for_the_next_process(monkeypatch, tuning_cache_dir):
+    """The first process measures and keeps its choice; a second one (this process's own
+    memory cleared) takes it without measuring; another kernel source, or
+    triton_tuning=fresh, measures again."""
+    measured = []
+
+    def fake_time(cfg, rows):
+        measured.append(cfg)
+        return 100.0 if (cfg["rows"], cfg["num_warps"]) == (2, 8) else 120.0
+
+    def tune(kernel):
+        monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+        monkeypatch.setattr(fw, "_measure", lambda run: fake_time(*run()))
+        try:
+            return fw.tune_rows(("stand-in", 4096), 4096, 4096, True, _Fp16, None, lambda rows: rows,
+                                lambda cfg, args, rows: lambda: (cfg, rows), options=fw.ROW_OPTIONS, kernel=kernel)
+        finally:
+            fw._tuned.pop(("stand-in", 4096, str(_Fp16)), None)
+
+    first = tune(_KernelSource("v1"))
+    assert measured and first.table["source"] == "measured" and (first.config["rows"], first.config["num_warps"]) == (2, 8)
+    n = len(measured)
+    again = tune(_KernelSource("v1"))
+    assert len(measured) == n, "a kept choice must not be measured again"
+    assert again.config == first.config and again.small == first.small
+    assert again.table["source"] == "cache" and again.table["measured_at"] == first.table["measured_at"]
+    assert again.table["candidates"] == first.table["candidates"]
+    tune(_KernelSource("v2"))   # the kernel's source changed: its old choice does not apply
+    assert len(measured) == 2 * n
+    monkeypatch.setenv("HARNESS_TRITON_TUNING", "fresh")
+    tune(_KernelSource("v1"))
+    assert len(measured) == 3 * n
+
+
+def test_the_tuning_cache_survives_a_bad_file_and_rejects_a_bad_mode(monkeypatch, tuning_cache_dir):
+    from impls._frameworks import tuning_cache
+    (tuning_cache_dir / tuning_cache.FILE).write_text("{half a file")
+    assert tuning_cache.load("anything") is None
+    stored = tuning_cache.store("entry", {"config": {"rows": 1}})
+    assert tuning_cache.load("entry") == stored and "measured_at" in stored
+    assert fw._remembered(("k",), "entry") is None   # an entry not in the tuner's form is a miss
+    monkeypatch.setenv("HARNESS_TRITON_TUNING", "sometimes")
+    with pytest.raises(ValueError, match="HARNESS_TRITON_TUNING='sometimes': use one of cached, fresh"):
+        tuning_cache.load("entry")
+
+
+def test_the_1d_tuner_keeps_its_choice_too(monkeypatch, tuning_cache_dir):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    times = {1024: 5.0, 2048: 4.0}
+    calls = []
+    monkeypatch.setattr(fw, "_measure", lambda run: run())
+    candidates = [dict(BLOCK=b) for b in times]
+
+    def bind(cfg):
+        return lambda: calls.append(cfg) or times[cfg["BLOCK"]]
+
+    for _ in range(2):
+        tuned = fw.tune(("stand-in-1d", 4096), candidates, bind, _KernelSource("k"), None)
+        fw._tuned.pop(("stand-in-1d", 4096))
+        assert tuned.config == dict(BLOCK=2048)
+    assert len(calls) == 2, "measured once, then taken from the cache"

@@ -1,10 +1,13 @@
 """Triton. On a CUDA GPU for real; on a CPU under Triton's interpreter (TRITON_INTERPRET=1),
 which the harness switches on itself: correct results, no timing claims."""
+import hashlib
 import inspect
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from harness.registry import Framework
+from impls._frameworks import tuning_cache
 
 
 class Triton(Framework):
@@ -143,20 +146,67 @@ def _measure(run) -> float | None:
         return None
 
 
-def tune(key, candidates: list[dict], bind) -> Tuned:
-    """The fastest of ``candidates`` for ``key``, measured once per process by timing the
-    launcher ``bind(config)`` returns, outside any timed region. Under the interpreter
-    there is nothing to measure: the first candidate is used."""
+# The tuner's own source: a change to it (its candidates, its rules) retires every choice
+# kept on disk (tuning_cache).
+_TUNER_SOURCE = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+
+
+def _environment(device) -> dict:
+    """What a measurement depends on besides the code: the GPU and the software stack."""
+    import torch
+    import triton
+    return {"gpu": torch.cuda.get_device_name(device), "capability": list(torch.cuda.get_device_capability(device)),
+            "triton": triton.__version__, "torch": torch.__version__, "cuda": torch.version.cuda}
+
+
+def _cache_entry(key, kernel, device, **inputs) -> str | None:
+    """The tuning cache's entry for ``key``: the kernel's source with its callees (Triton's
+    cache_key), the tuner's source, what the tuner was given, the machine. None without a
+    kernel to hash (stand-ins)."""
+    if kernel is None:
+        return None
+    return tuning_cache.entry_key(key, {"kernel": kernel.cache_key, "tuner": _TUNER_SOURCE, "inputs": inputs,
+                                        **_environment(device)})
+
+
+def _remembered(key, entry: str | None) -> Tuned | None:
+    """The choice kept on disk for ``entry``, now also this process's, its table marked
+    as read from the cache."""
+    hit = tuning_cache.load(entry) if entry else None
+    try:
+        table = {**hit["table"], "source": "cache", "measured_at": hit["measured_at"]}
+        return _tuned.setdefault(key, Tuned(dict(hit["config"]), table, hit["small"]))
+    except (KeyError, TypeError):
+        return None   # none kept, or not in this form: measure
+
+
+def _keep(key, entry: str | None, tuned: Tuned) -> Tuned:
+    """A fresh measurement: this process's choice, and kept on disk."""
+    if entry:
+        stamped = tuning_cache.store(entry, asdict(tuned))
+        tuned = Tuned(tuned.config, {**tuned.table, "source": "measured", "measured_at": stamped["measured_at"]},
+                      tuned.small)
+    return _tuned.setdefault(key, tuned)
+
+
+def tune(key, candidates: list[dict], bind, kernel=None, device=None) -> Tuned:
+    """The fastest of ``candidates`` for ``key``, measured by timing the launcher
+    ``bind(config)`` returns, outside any timed region; once per process, and kept on
+    disk for ``kernel`` on this ``device`` (tuning_cache). Under the interpreter there is
+    nothing to measure: the first candidate is used."""
     if key in _tuned:
         return _tuned[key]
     if interpreting() or len(candidates) == 1:
         return _tuned.setdefault(key, Tuned(candidates[0]))
+    entry = _cache_entry(key, kernel, device, candidates=candidates)
+    if remembered := _remembered(key, entry):
+        return remembered
     rows = [{**cfg, "us": _measure(bind(cfg))} for cfg in candidates]
     ran = [r for r in rows if r["us"] is not None]
     if not ran:
         raise RuntimeError(f"no Triton config ran for {key}: {candidates}")
     best = min(ran, key=lambda r: r["us"])
-    return _tuned.setdefault(key, Tuned(config_of(best), {"candidates": rows}))
+    return _keep(key, entry, Tuned(config_of(best), {"candidates": rows}))
 
 
 def configured(launch, config: dict, tuning: dict | None = None):
@@ -223,7 +273,7 @@ def launch_1d(kernel, args: tuple, n: int, key, device, extra: dict | None = Non
         return bound_launch(kernel, (triton.cdiv(n, cfg["BLOCK"]),), *args, n, **(extra or {}), BLOCK=cfg["BLOCK"],
                             num_warps=cfg["num_warps"], **HINTS[cfg["hints"]])
 
-    tuned = tune(key, candidates, bind)
+    tuned = tune(key, candidates, bind, kernel, device)
     return configured(bind(tuned.config), tuned.config, tuned.table)
 
 
@@ -338,7 +388,7 @@ def _choose(candidates: list[dict]) -> dict:
 
 
 def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scratch, bind,
-              max_rows: int = 4, options: tuple[str, ...] = ()) -> Tuned:
+              max_rows: int = 4, options: tuple[str, ...] = (), kernel=None) -> Tuned:
     """Tune a row kernel once per ``key`` (op, variant, cols) and dtype on a scratch
     problem of ~256 MiB and on a SMALL_ROWS batch, whatever the batch at hand: the
     choice, and so every row's bits, depend on the row length and dtype only, never on
@@ -348,7 +398,8 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     4 warps: bf16 128 registers, fp16 139, four programs per SM against three; on the
     H200 r5 measured bf16's config 8% slower in fp16). ``block`` is the kernel's BLOCK
     (the row, or its column tile); ``make_scratch(rows)`` builds the arguments and
-    ``bind(cfg, args, rows)`` returns a launcher (row_launcher).
+    ``bind(cfg, args, rows)`` returns a launcher (row_launcher). The choice is kept on
+    disk for ``kernel`` on this device (tuning_cache): later processes take it unmeasured.
 
     First every tile shape (rows per tile x warps) one program per tile, without cache
     hints (and, with "looped" among the kernel's ``options``, the LOOPED_SHAPES); then the
@@ -365,6 +416,10 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
         rows, warps = max(shapes)
         return _tuned.setdefault(key, Tuned({"rows": rows, "num_warps": warps, "persistent": True,
                                              "hints": "plain", **off, **{o: True for o in switches}}))
+    entry = _cache_entry(key, kernel, device, cols=cols, block=block, on_chip=on_chip, max_rows=max_rows,
+                         options=list(options))
+    if remembered := _remembered(key, entry):
+        return remembered
     large = max(1, SCRATCH_BYTES // (cols * dtype.itemsize))
     problems = {"us": (large, make_scratch(large)), "small_us": (min(SMALL_ROWS, large), make_scratch(min(SMALL_ROWS, large)))}
     candidates = []
@@ -399,7 +454,7 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     table = {"problems": {"us": f"{large}x{cols}", "small_us": f"{problems['small_us'][0]}x{cols}"},
              "candidates": candidates}
     del problems
-    return _tuned.setdefault(key, Tuned(best, table, _small_batch_config(candidates, best)))
+    return _keep(key, entry, Tuned(best, table, _small_batch_config(candidates, best)))
 
 
 def _small_batch_config(candidates: list[dict], best: dict) -> dict | None:

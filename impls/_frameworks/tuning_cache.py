@@ -1,0 +1,73 @@
+"""The Triton tuner's choices, kept on disk between processes (HARNESS_CACHE, next to the
+roof cache; the `cache` volume in the container).
+
+Why: a tuner's measurements carry noise, so two processes can pick different configs
+among near-equal candidates (r6/r7 on the H200: the same softmax config measured 198 and
+225 us), and a config decides a row op's reduction tree and so its bits. With the choice
+kept, a machine gives the same bits run after run, a nightly series changes only when
+the code or the machine does, a worker restarted after a crash continues with the same
+configs, and a run skips minutes of tuning.
+
+An entry is valid for exactly what it was measured on: its key hashes the tuning key (op,
+variant, row length, dtype), the kernel's source with every function it calls (Triton's
+own cache key), the tuner's source (its candidates), the GPU, and the Triton, torch and
+CUDA versions. ``triton_tuning=fresh`` (HARNESS_TRITON_TUNING) measures again and replaces
+the entries it reaches."""
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+MODES = ("cached", "fresh")
+FILE = "triton-tuning.json"
+
+
+def mode() -> str:
+    value = os.environ.get("HARNESS_TRITON_TUNING", "cached")
+    if value not in MODES:
+        raise ValueError(f"HARNESS_TRITON_TUNING={value!r}: use one of {', '.join(MODES)}")
+    return value
+
+
+def _path() -> Path:
+    from harness.roofline import cache_dir
+    return cache_dir() / FILE
+
+
+def entry_key(key, fingerprint: dict) -> str:
+    """One string for a tuning key and everything its measurements depend on."""
+    text = json.dumps({"key": [str(k) for k in key], **fingerprint}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _read() -> dict:
+    try:
+        return json.loads(_path().read_text())
+    except (OSError, ValueError):
+        return {}   # none yet, or unreadable: tune again
+
+
+def load(entry: str) -> dict | None:
+    """The stored choice for ``entry`` (None when there is none or ``fresh`` is asked for)."""
+    if mode() == "fresh":
+        return None
+    return _read().get(entry)
+
+
+def store(entry: str, value: dict) -> dict:
+    """Keep ``value`` (JSON) under ``entry``, stamped with when it was measured; returns
+    the stamped value. Written whole and renamed, so that a reader never sees half a
+    file; an unwritable cache costs only a re-tuning next time."""
+    value = {**value, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    path = _path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        entries = _read()
+        entries[entry] = value
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(entries, indent=1))
+        tmp.replace(path)
+    except OSError:
+        pass
+    return value
