@@ -1,0 +1,43 @@
+"""scripts/summarize: which records it compares and what it prints."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def rec(impl, gbps, variant="-", status="ok", shape=(16, 4096), dtype="bfloat16", ts="2026-11-29T10:00:00",
+        **extra):
+    return {"op": "rmsnorm", "impl": impl, "variant": variant, "dtype": dtype, "shape": list(shape),
+            "bytes": shape[0] * shape[1] * 4, "gbps": gbps, "pct_roof": gbps / 43, "status": status,
+            "timestamp": ts, "impl_config": {}, **extra}
+
+
+def summarize(tmp_path, records, *args):
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "summarize"), str(path), *args],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_the_latest_record_wins_and_failed_or_control_records_are_not_compared(tmp_path):
+    records = [rec("triton", 50), rec("triton", 40, ts="2026-11-29T11:00:00"),   # measured again: 40 counts
+               rec("torch_compile", 45), rec("liger", 90, status="fail"),           # a failed peer: not a peer
+               rec("triton", 99, variant="naive", negative_control=True)]           # a control: not ours
+    out = summarize(tmp_path, records)
+    assert "| rmsnorm | bfloat16 | 16x4096 | triton 40 GB/s |" in out and "torch_compile 45 GB/s" in out
+    assert "| 0.889 |" in out and "liger" not in out and "naive" not in out
+
+
+def test_the_matrix_has_a_column_per_dtype_and_marks_what_is_behind(tmp_path):
+    records = [rec("triton", 50), rec("torch_compile", 40), rec("triton", 30, dtype="float32"),
+               rec("torch_compile", 60, dtype="float32"), rec("triton", 20, dtype="float16"),
+               rec("triton", 10, shape=(4096, 4096)), rec("torch_compile", 10, shape=(4096, 4096))]
+    out = summarize(tmp_path, records, "--matrix", "--max-bytes", str(4096 * 4096 * 4))
+    lines = out.splitlines()
+    assert lines[0] == "| op | shape | bfloat16 | float16 | float32 |"
+    assert lines[2] == "| rmsnorm | 16x4096 | 1.250 | - | **0.500** |"   # fp16: no peer ran
+    assert len(lines) == 3   # 4096x4096 moves --max-bytes: left out
