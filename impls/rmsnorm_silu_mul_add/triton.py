@@ -37,6 +37,14 @@ def _silu(n):
 
 
 @triton.jit
+def _tail(x, inv_rms, g, u, r):
+    """silu(x · inv_rms · g) · u + r in fp32 (x and g in fp32; u and r in fp32 or their own
+    dtype): one formula for every path of the fused kernel, so that the paths a batch may
+    switch between (EARLY or not) give the same bits."""
+    return _silu(x * inv_rms * g) * u.to(tl.float32) + r.to(tl.float32)
+
+
+@triton.jit
 def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs,
            ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr, EVEN: tl.constexpr,
            EARLY: tl.constexpr, SPAN: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr):
@@ -56,7 +64,7 @@ def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs,
             inv_rms = tl.math.rsqrt(tl.sum(x * x, 1) / cols + eps)
             if not EARLY:
                 g = load_columns(g_ptr, cols, BLOCK, EVEN)
-            store_tile(y_ptr, offs, ok, cols, _silu(x * inv_rms[:, None] * g) * u + r, BLOCK, EVEN, STORE)
+            store_tile(y_ptr, offs, ok, cols, _tail(x, inv_rms[:, None], g, u, r), BLOCK, EVEN, STORE)
     else:   # ROWS == 1: one row at a time, BLOCK-wide column tiles
         c = tl.arange(0, BLOCK)
         end = SPAN if SPAN else cols
@@ -73,7 +81,7 @@ def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs,
             inv_rms = tl.math.rsqrt(sum_of_squares(x_ptr, base, cols, BLOCK, SPAN) / cols + eps)
             if WHOLE:
                 x = tl.load(x_ptr + base + span, mask=m, other=0.0, eviction_policy="evict_first").to(tl.float32)
-                y = _silu(x * inv_rms * g.to(tl.float32)) * u.to(tl.float32) + r.to(tl.float32)
+                y = _tail(x, inv_rms, g.to(tl.float32), u, r)
                 tl.store(y_ptr + base + span, y.to(y_ptr.dtype.element_ty), mask=m, cache_modifier=STORE)
             else:
                 for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):   # x again, from L2
@@ -83,7 +91,7 @@ def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs,
                     g = tl.load(g_ptr + start + c, mask=m, other=0.0, eviction_policy="evict_last").to(tl.float32)
                     u = tl.load(u_ptr + base + start + c, mask=m, other=0.0).to(tl.float32)
                     r = tl.load(r_ptr + base + start + c, mask=m, other=0.0).to(tl.float32)
-                    y = (_silu(x * inv_rms * g) * u + r).to(y_ptr.dtype.element_ty)
+                    y = _tail(x, inv_rms, g, u, r).to(y_ptr.dtype.element_ty)
                     tl.store(y_ptr + base + start + c, y, mask=m, cache_modifier=STORE)
 
 
