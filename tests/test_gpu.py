@@ -97,12 +97,14 @@ def test_a_bound_launch_calls_the_compiled_kernel_on_the_current_stream():
     """After its first launch a Triton launcher skips Triton's dispatch: what the compiled
     kernel's launcher then writes must be what the dispatch wrote, also when a CUDA graph
     captures it on the capture stream and when it runs on a side stream."""
+    import triton
+
     from impls._frameworks.triton import bound_launch
     from impls.scale.triton import _scale
     x = torch.randn(100_003, device="cuda")
     out = torch.empty_like(x)
     want = (3.0 * x.double()).float()
-    launch = bound_launch(_scale, (triton_cdiv(x.numel(), 1024),), x, out, 3.0, x.numel(), BLOCK=1024,
+    launch = bound_launch(_scale, (triton.cdiv(x.numel(), 1024),), x, out, 3.0, x.numel(), BLOCK=1024,
                           LOAD="", STORE="", num_warps=4)
     for _ in range(2):   # the dispatch, then the compiled kernel
         out.zero_()
@@ -123,10 +125,6 @@ def test_a_bound_launch_calls_the_compiled_kernel_on_the_current_stream():
         launch()
     side.synchronize()
     assert torch.equal(out, want)
-
-
-def triton_cdiv(n, d):
-    return -(-n // d)
 
 
 def test_the_next_process_takes_the_tuned_choice_from_disk(tmp_path):

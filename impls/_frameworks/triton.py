@@ -173,11 +173,13 @@ def _remembered(key, entry: str | None) -> Tuned | None:
     """The choice kept on disk for ``entry``, now also this process's, its table marked
     as read from the cache."""
     hit = tuning_cache.load(entry) if entry else None
+    if hit is None:
+        return None
     try:
         table = {**hit["table"], "source": "cache", "measured_at": hit["measured_at"]}
         return _tuned.setdefault(key, Tuned(dict(hit["config"]), table, hit["small"]))
     except (KeyError, TypeError):
-        return None   # none kept, or not in this form: measure
+        return None   # kept in another form: measure
 
 
 def _keep(key, entry: str | None, tuned: Tuned) -> Tuned:

@@ -24,7 +24,7 @@ FILE = "triton-tuning.json"
 
 
 def mode() -> str:
-    value = os.environ.get("HARNESS_TRITON_TUNING", "cached")
+    value = os.environ.get("HARNESS_TRITON_TUNING", MODES[0])
     if value not in MODES:
         raise ValueError(f"HARNESS_TRITON_TUNING={value!r}: use one of {', '.join(MODES)}")
     return value
