@@ -53,8 +53,9 @@ def test_choose_skips_configs_that_did_not_run_and_says_when_none_did():
 def test_the_interpreter_takes_the_tallest_tile(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     tuned = fw.tune_rows(("test", 781), 781, 1024, True, torch.float32, None, None, None, options=fw.ROW_OPTIONS)
+    # every switch on but the GPU-only L2 prefetch (inline PTX, which the interpreter cannot run)
     assert tuned.config == dict(rows=4, num_warps=16, persistent=True, hints="plain", prefetch=True, early=True,
-                                loop_block=0, maxnreg=0)
+                                loop_block=0, maxnreg=0, l2_ahead=False)
     assert tuned.table == {}
     fw._tuned.pop(("test", 781, "torch.float32"))
 
@@ -341,3 +342,32 @@ def test_the_1d_tuner_keeps_its_choice_too(monkeypatch, tuning_cache_dir):
         fw._tuned.pop(("stand-in-1d", 4096))
         assert tuned.config == dict(BLOCK=2048)
     assert len(calls) == 2, "measured once, then taken from the cache"
+
+
+def test_a_shape_is_chosen_for_what_a_small_batch_of_its_bits_can_do(monkeypatch):
+    """Two shapes within SMALL_SLACK on the large problem: kept is the one whose small batch
+    runs faster once it may start every load at once (early operands, L2 prefetch: same
+    bits), though without those switches the other is faster on both problems."""
+    def fake_time(cfg, rows):
+        shape, quick = (cfg["rows"], cfg["num_warps"]), cfg["early"] and cfg["l2_ahead"]
+        if rows == fw.SMALL_ROWS:
+            return {(1, 2): 5.3 if quick else 6.0, (1, 8): 5.0 if quick else 6.4}.get(shape, 7.0)
+        return {(1, 2): 100.0, (1, 8): 100.5}.get(shape, 120.0) * (1.04 if cfg["early"] else 1.0)
+
+    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, (*fw.ROW_OPTIONS, "reload"))
+    assert (tuned.config["rows"], tuned.config["num_warps"]) == (1, 8) and not tuned.config["early"]
+    assert tuned.small["early"] and tuned.small["l2_ahead"] and fw.same_bits(tuned.small, tuned.config)
+    # both eligible shapes were measured with the small-batch switches, the slow ones not
+    quick = {(c["rows"], c["num_warps"]) for c in tuned.table["candidates"] if c["early"] and c["l2_ahead"]}
+    assert quick == {(1, 2), (1, 8)}
+
+
+def test_l2_prefetch_is_tried_on_looped_rows_and_changes_no_bits(monkeypatch):
+    def fake_time(cfg, rows):
+        return (100.0 if cfg.get("loop_block") == 2048 and cfg["num_warps"] == 8 else 110.0) \
+            * (0.99 if cfg["l2_ahead"] else 1.0)
+
+    tuned = _tune_with_stand_in_times(monkeypatch, 8192, fake_time, fw.ROW_OPTIONS)
+    assert tuned.config["loop_block"] == 2048 and tuned.config["l2_ahead"]
+    assert "l2_ahead" in fw.BIT_NEUTRAL and fw.same_bits({**tuned.config, "l2_ahead": False}, tuned.config)
+    assert not fw.same_bits({**tuned.config, "num_warps": 16}, tuned.config)

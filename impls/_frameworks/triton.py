@@ -77,7 +77,7 @@ _timers: dict = {}
 # Switches that change when and how the bytes move, never which arithmetic runs on which
 # elements in which order: configs that differ only in these give identical bits, so a
 # batch may take its own without losing batch invariance.
-BIT_NEUTRAL = ("persistent", "hints", "prefetch", "early", "reload", "maxnreg")
+BIT_NEUTRAL = ("persistent", "hints", "prefetch", "early", "reload", "maxnreg", "l2_ahead")
 
 
 @dataclass
@@ -325,13 +325,20 @@ def tile_shapes(block: int, on_chip: bool, max_rows: int = 4, itemsize: int = 4)
     return shapes
 
 
-# Switches a row kernel may take as constexprs (PREFETCH, EARLY, RELOAD): tried by the
-# tuner only for kernels that have them (``options``), and off otherwise. "looped"
+# Switches a row kernel may take as constexprs (PREFETCH, EARLY, RELOAD, L2_AHEAD): tried
+# by the tuner only for kernels that have them (``options``), and off otherwise. "looped"
 # (loop_block > 0): a row that would fit on chip is walked in column tiles instead, kept
 # in L2 between passes. "looped_early": the kernel's EARLY applies to such a looped row
 # too (its second pass then holds the whole row, its other operands loaded up front).
-ROW_OPTIONS = ("prefetch", "early", "looped")
-SWITCHES = ("prefetch", "early", "reload")   # the constexpr switches among the options
+# "l2_ahead": the operands other than x are prefetched into L2 before x's loads
+# (_triton_rows.prefetch_l2), on either path.
+ROW_OPTIONS = ("prefetch", "early", "looped", "l2_ahead")
+SWITCHES = ("prefetch", "early", "reload", "l2_ahead")   # the constexpr switches among the options
+GPU_ONLY = ("l2_ahead",)   # inline PTX: off under the interpreter
+# What a batch too small to fill the GPU wants: every load out at once, its operands not
+# waiting for x to arrive (r10 probe, 16x4096 bf16 LayerNorm on 8 warps: 5.63 us plain,
+# 5.06 with EARLY). Bit-neutral, so each shape is also measured with them.
+SMALL_BATCH_SWITCHES = ("early", "l2_ahead")
 # (column tile, num_warps) of looped rows. torch.compile's looped RMSNorm, at ~100% of the
 # roof on the H200, runs XBLOCK 1, R0_BLOCK 2048 or 4096 and 16 warps (its best_config
 # files, r4) with the row length a compile-time constant: the column loop unrolls and all
@@ -379,15 +386,36 @@ def row_config(cfg: dict, block: int, on_chip: bool) -> dict:
     return {**cfg, "BLOCK": block, "on_chip": on_chip}
 
 
-def _choose(candidates: list[dict]) -> dict:
-    """The fastest on the large problem; among those within SMALL_SLACK of it, the fastest
-    on the small one (a latency-bound batch), since one config serves every batch."""
-    ran = [c for c in candidates if c["us"] is not None and c["small_us"] is not None]
+def same_bits(a: dict, b: dict) -> bool:
+    """Whether two configs differ only in BIT_NEUTRAL switches (give identical results)."""
+    keys = (set(a) | set(b)) - set(BIT_NEUTRAL) - set(TIMES)
+    return all(a.get(k) == b.get(k) for k in keys)
+
+
+def _ran(candidates: list[dict]) -> list[dict]:
+    return [c for c in candidates if c["us"] is not None and c["small_us"] is not None]
+
+
+def _eligible(candidates: list[dict]) -> list[dict]:
+    """The candidates within SMALL_SLACK of the fastest on the large problem."""
+    ran = _ran(candidates)
     if not ran:
         raise RuntimeError(f"no Triton row config ran: {candidates}")
     fastest = min(c["us"] for c in ran)
-    best = min((c for c in ran if c["us"] <= fastest * (1 + SMALL_SLACK)), key=lambda c: c["small_us"])
-    return config_of(best)
+    return [c for c in ran if c["us"] <= fastest * (1 + SMALL_SLACK)]
+
+
+def _choose(candidates: list[dict]) -> dict:
+    """The large-problem config: among those within SMALL_SLACK of the fastest, one whose
+    bits a small batch runs fastest (with whichever BIT_NEUTRAL switches suit it: a batch
+    may take those, see Tuned.for_rows), and of those the fastest on the large problem.
+    One config's bits serve every batch."""
+    ran, eligible = _ran(candidates), _eligible(candidates)
+
+    def small(c):   # the best a small batch with c's bits did
+        return min(d["small_us"] for d in ran if same_bits(c, d))
+    best_small = min(small(c) for c in eligible)
+    return config_of(min((c for c in eligible if small(c) == best_small), key=lambda c: c["us"]))
 
 
 def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scratch, bind,
@@ -405,9 +433,12 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     disk for ``kernel`` on this device (tuning_cache): later processes take it unmeasured.
 
     First every tile shape (rows per tile x warps) one program per tile, without cache
-    hints (and, with "looped" among the kernel's ``options``, the LOOPED_SHAPES); then the
-    best of those with a persistent grid (and prefetching, if an option), with streaming
-    hints, with early weights and with x reloaded (if options)."""
+    hints (and, with "looped" among the kernel's ``options``, the LOOPED_SHAPES); those
+    within SMALL_SLACK of the fastest again with the SMALL_BATCH_SWITCHES among the
+    options, so that a shape is chosen for what a small batch of its bits can do too; then
+    the best with a persistent grid (and prefetching, if an option), with streaming hints,
+    with early weights, with x reloaded, with operands prefetched into L2 (if options), and
+    with all the small-batch switches at once."""
     key = (*key, str(dtype))
     if key in _tuned:
         return _tuned[key]
@@ -418,7 +449,8 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
         # the most rows per tile (exercises the row masks), persistent, every switch on
         rows, warps = max(shapes)
         return _tuned.setdefault(key, Tuned({"rows": rows, "num_warps": warps, "persistent": True,
-                                             "hints": "plain", **off, **{o: True for o in switches}}))
+                                             "hints": "plain", **off,
+                                             **{o: True for o in switches if o not in GPU_ONLY}}))
     entry = _cache_entry(key, kernel, device, cols=cols, block=block, on_chip=on_chip, max_rows=max_rows,
                          options=list(options))
     if remembered := _remembered(key, entry):
@@ -442,17 +474,28 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
                 measure(looped)
                 if warps == 16:
                     measure({**looped, "maxnreg": FULL_OCCUPANCY_REGS})
+    looped_switches = ("l2_ahead", *(("early",) if "looped_early" in options else ()))
+
+    def applicable(cfg, toggle):   # not the on-chip path's switches on a looped config
+        return not (cfg.get("loop_block") and any(s in toggle for s in SWITCHES if s not in looped_switches))
+
+    small_batch = {s: True for s in SMALL_BATCH_SWITCHES if s in options}
+    for c in _eligible(candidates) if small_batch else ():
+        toggle = {s: v for s, v in small_batch.items() if applicable(c, {s: v})}
+        if toggle:
+            measure({**config_of(c), **toggle})
     best = _choose(candidates)
     toggles = [{"persistent": True}]
     toggles += [{"persistent": True, "prefetch": True}] if "prefetch" in options else []
     toggles += [{"hints": "stream"}]
     toggles += [{"early": True}] if "early" in options else []
     toggles += [{"reload": True}] if "reload" in options else []
-    looped_switches = ("early",) if "looped_early" in options else ()
+    toggles += [{"l2_ahead": True}] if "l2_ahead" in options else []
+    toggles += [small_batch] if len(small_batch) > 1 else []   # for the config the toggles left
     for toggle in toggles:
-        if best.get("loop_block") and any(s in toggle for s in SWITCHES if s not in looped_switches):
-            continue   # switches of the on-chip path
-        measure({**best, **toggle})
+        toggle = {s: v for s, v in toggle.items() if applicable(best, {s: v})}
+        if toggle:
+            measure({**best, **toggle})
         best = _choose(candidates)
     table = {"problems": {"us": f"{large}x{cols}", "small_us": f"{problems['small_us'][0]}x{cols}"},
              "candidates": candidates}
@@ -463,9 +506,8 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
 def _small_batch_config(candidates: list[dict], best: dict) -> dict | None:
     """Among the candidates that give ``best``'s bits (they differ only in BIT_NEUTRAL
     switches), the fastest on the small batch; None if that is ``best`` itself."""
-    same_bits = [c for c in candidates if c["us"] is not None and c["small_us"] is not None
-                 and all(c.get(k) == v for k, v in best.items() if k not in BIT_NEUTRAL)]
-    if not same_bits:
+    family = [c for c in _ran(candidates) if same_bits(c, best)]
+    if not family:
         return None
-    config = config_of(min(same_bits, key=lambda c: c["small_us"]))
+    config = config_of(min(family, key=lambda c: c["small_us"]))
     return None if config == best else config
