@@ -25,8 +25,8 @@ def compile_sm90(fn, signature, constexprs, num_warps, aligned):
     attrs = {(names.index(a),): [["tt.divisibility", 16]] for a in aligned}
     kernel = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=constexprs, attrs=attrs),
                             target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
-    ops = collections.Counter(re.sub(r"\.L[12]::[\w:]+", "", m) for m in
-                              re.findall(r"(?:ld|st|atom|red|prefetch)\.global\S*|ex2\.\S+", kernel.asm["ptx"]))
+    ops = collections.Counter(re.sub(r"\.L[12]::[\w:]+", "", m)
+                              for m in re.findall(r"(?:ld|st|atom|red)\.global\S*|ex2\.\S+", kernel.asm["ptx"]))
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(kernel.asm["cubin"])
         f.flush()
@@ -62,8 +62,7 @@ def kernels():
         ]
         group = 8 if dt == "bf16" else 4
         for cols, rows, warps in ((4096, 2, 8), (16384, 1, 32)):
-            # L2_AHEAD (inline PTX, never run by the interpreter) on the one-row tiles
-            on_chip = {"ROWS": rows, "BLOCK": cols, "ON_CHIP": True, "EVEN": True, "SPAN": 0, "L2_AHEAD": rows == 1}
+            on_chip = {"ROWS": rows, "BLOCK": cols, "ON_CHIP": True, "EVEN": True, "SPAN": 0}
             out += [
                 (f"rmsnorm{cols}", _rmsnorm, {"x_ptr": p, "g_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
                  {**on_chip, "PREFETCH": True, "EARLY": True}, warps, ("x_ptr", "g_ptr", "y_ptr", "cols"), True),
@@ -82,7 +81,7 @@ def kernels():
                              "RELOAD": v != 1},
                             warps, ("x_ptr", "g_ptr", "b_ptr", "y_ptr", "cols"), True))
         looped = {"ROWS": 1, "BLOCK": 4096, "ON_CHIP": False, "EVEN": False, "PREFETCH": False, "EARLY": False,
-                  "RELOAD": False, "L2_AHEAD": False, "SPAN": 0}
+                  "RELOAD": False, "SPAN": 0}
         static = {**looped, "SPAN": 16384}   # a row that fits on chip, walked in unrolled column tiles
         for name, fn, sig, extra in (
                 ("rmsnorm", _rmsnorm, {"x_ptr": p, "g_ptr": p, "y_ptr": p}, {}),
@@ -93,7 +92,7 @@ def kernels():
                         {**static, "GROUP": group, **extra}, 16, (*sig, "cols"), True))
             if name in ("rmsnorm", "chain"):   # a small batch: the whole row's other operands up front
                 out.append((f"{name}_looped_static_early", fn, {**sig, **row, "eps": "fp32"},
-                            {**static, "EARLY": True, "L2_AHEAD": True}, 16, (*sig, "cols"), True))
+                            {**static, "EARLY": True}, 16, (*sig, "cols"), True))
         out.append(("rmsnorm_looped", _rmsnorm, {"x_ptr": p, "g_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
                     looped, 8, ("x_ptr", "g_ptr", "y_ptr"), False))
         out.append(("rmsnorm_looped_aligned", _rmsnorm, {"x_ptr": p, "g_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
@@ -122,7 +121,7 @@ def report() -> dict:
         name = f"{name}:{sig.get('x_ptr') or sig.get('a_ptr') or sig.get('p_ptr')}"
         try:
             ops, local = compile_sm90(fn, sig, const, warps, aligned)
-            out[name] = {"ops": dict(ops), "local": local, "vector": vector, "l2_ahead": bool(const.get("L2_AHEAD")),
+            out[name] = {"ops": dict(ops), "local": local, "vector": vector,
                          "cache_key": fn.cache_key}   # what the tuning cache keys a kernel's source by
         except Exception as e:  # noqa: BLE001 - reported, and failed by the test
             out[name] = {"error": f"{type(e).__name__}: {e}"}

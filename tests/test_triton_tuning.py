@@ -53,9 +53,8 @@ def test_choose_skips_configs_that_did_not_run_and_says_when_none_did():
 def test_the_interpreter_takes_the_tallest_tile(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     tuned = fw.tune_rows(("test", 781), 781, 1024, True, torch.float32, None, None, None, options=fw.ROW_OPTIONS)
-    # every switch on but the GPU-only L2 prefetch (inline PTX, which the interpreter cannot run)
     assert tuned.config == dict(rows=4, num_warps=16, persistent=True, hints="plain", prefetch=True, early=True,
-                                loop_block=0, maxnreg=0, l2_ahead=False)
+                                loop_block=0, maxnreg=0)
     assert tuned.table == {}
     fw._tuned.pop(("test", 781, "torch.float32"))
 
@@ -346,28 +345,24 @@ def test_the_1d_tuner_keeps_its_choice_too(monkeypatch, tuning_cache_dir):
 
 def test_a_shape_is_chosen_for_what_a_small_batch_of_its_bits_can_do(monkeypatch):
     """Two shapes within SMALL_SLACK on the large problem: kept is the one whose small batch
-    runs faster once it may start every load at once (early operands, L2 prefetch: same
-    bits), though without those switches the other is faster on both problems."""
+    runs faster once it may load its operands early (same bits), though without that
+    switch the other is faster on both problems (r10: LayerNorm at 4096 columns)."""
     def fake_time(cfg, rows):
-        shape, quick = (cfg["rows"], cfg["num_warps"]), cfg["early"] and cfg["l2_ahead"]
+        shape = (cfg["rows"], cfg["num_warps"])
         if rows == fw.SMALL_ROWS:
-            return {(1, 2): 5.3 if quick else 6.0, (1, 8): 5.0 if quick else 6.4}.get(shape, 7.0)
+            return {(1, 2): 5.3 if cfg["early"] else 6.0, (1, 8): 5.0 if cfg["early"] else 6.4}.get(shape, 7.0)
         return {(1, 2): 100.0, (1, 8): 100.5}.get(shape, 120.0) * (1.04 if cfg["early"] else 1.0)
 
     tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, (*fw.ROW_OPTIONS, "reload"))
     assert (tuned.config["rows"], tuned.config["num_warps"]) == (1, 8) and not tuned.config["early"]
-    assert tuned.small["early"] and tuned.small["l2_ahead"] and fw.same_bits(tuned.small, tuned.config)
-    # both eligible shapes were measured with the small-batch switches, the slow ones not
-    quick = {(c["rows"], c["num_warps"]) for c in tuned.table["candidates"] if c["early"] and c["l2_ahead"]}
-    assert quick == {(1, 2), (1, 8)}
+    assert tuned.small["early"] and fw.same_bits(tuned.small, tuned.config)
+    # both eligible shapes were measured with the small-batch switch, the slow ones not
+    early = {(c["rows"], c["num_warps"]) for c in tuned.table["candidates"] if c["early"]}
+    assert early == {(1, 2), (1, 8)}
 
 
-def test_l2_prefetch_is_tried_on_looped_rows_and_changes_no_bits(monkeypatch):
-    def fake_time(cfg, rows):
-        return (100.0 if cfg.get("loop_block") == 2048 and cfg["num_warps"] == 8 else 110.0) \
-            * (0.99 if cfg["l2_ahead"] else 1.0)
-
-    tuned = _tune_with_stand_in_times(monkeypatch, 8192, fake_time, fw.ROW_OPTIONS)
-    assert tuned.config["loop_block"] == 2048 and tuned.config["l2_ahead"]
-    assert "l2_ahead" in fw.BIT_NEUTRAL and fw.same_bits({**tuned.config, "l2_ahead": False}, tuned.config)
-    assert not fw.same_bits({**tuned.config, "num_warps": 16}, tuned.config)
+def test_same_bits_means_only_bit_neutral_switches_differ():
+    cfg = dict(rows=1, num_warps=8, persistent=False, hints="plain", early=False, loop_block=0)
+    assert fw.same_bits(cfg, {**cfg, "early": True, "persistent": True, "hints": "stream", "us": 3.0})
+    assert not fw.same_bits(cfg, {**cfg, "num_warps": 16})
+    assert not fw.same_bits(cfg, {**cfg, "loop_block": 2048})

@@ -46,45 +46,6 @@ def span_offsets(SPAN: tl.constexpr, BLOCK: tl.constexpr):
     return (tl.arange(0, SPAN // BLOCK) * BLOCK)[:, None] + tl.arange(0, BLOCK)[None, :]
 
 
-# --- operands fetched into L2 ahead of their loads (L2_AHEAD) ------------------------
-# A row kernel loads x, reduces, and only then needs its other operands (g, b; the chain's
-# u and r). Loaded early in the source, they still go out late: ptxas gives their
-# registers to x's and issues them once x has arrived (sm_90 SASS of the rmsnorm and
-# LayerNorm, 8 warps, EARLY), so a batch that starts with a cold L2 waits for memory twice.
-# A prefetch holds no register: issued before x's loads, it puts the operands' lines in
-# L2 while x is on its way, and their loads then hit L2. It moves no arithmetic.
-
-@triton.jit
-def prefetch_l2(ptrs):
-    """Ask L2 for the line holding each address of ``ptrs`` (prefetch.global.L2; no result,
-    no fault). GPU only: the interpreter cannot run PTX."""
-    tl.inline_asm_elementwise("prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l", [ptrs],
-                              dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
-def line_starts(ptr, n, SPAN: tl.constexpr):
-    """Offsets [ceil(SPAN / LINE)] into ``ptr``'s first ``n`` elements (n <= SPAN), one per
-    128 bytes and the last at n - 1: every 128-byte line of ptr[0:n] holds one of them,
-    however the row is aligned."""
-    LINE: tl.constexpr = 1024 // ptr.dtype.element_ty.primitive_bitwidth   # elements per 128 bytes
-    return tl.minimum(tl.arange(0, (SPAN + LINE - 1) // LINE) * LINE, n - 1)
-
-
-@triton.jit
-def prefetch_columns(ptr, cols, SPAN: tl.constexpr):
-    """L2 prefetch of a per-column operand ptr[0:cols], cols <= SPAN."""
-    prefetch_l2(ptr + line_starts(ptr, cols, SPAN))
-
-
-@triton.jit
-def prefetch_rows(ptr, first, rows, cols, COUNT: tl.constexpr, SPAN: tl.constexpr):
-    """L2 prefetch of rows first .. first + COUNT - 1 (those past ``rows`` fold onto the
-    last) of a [rows, cols] operand, cols <= SPAN."""
-    r = tl.minimum(first + tl.arange(0, COUNT), rows - 1)
-    prefetch_l2(ptr + r.to(tl.int64)[:, None] * cols + line_starts(ptr, cols, SPAN)[None, :])
-
-
 # --- tiles of ROWS rows: [ROWS, BLOCK] per step of a program -------------------------
 # A program that holds several short rows at once keeps more bytes in flight per
 # reduction (each tl.sum across warps is a barrier with no loads outstanding) and pays

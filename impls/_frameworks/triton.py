@@ -77,7 +77,7 @@ _timers: dict = {}
 # Switches that change when and how the bytes move, never which arithmetic runs on which
 # elements in which order: configs that differ only in these give identical bits, so a
 # batch may take its own without losing batch invariance.
-BIT_NEUTRAL = ("persistent", "hints", "prefetch", "early", "reload", "maxnreg", "l2_ahead")
+BIT_NEUTRAL = ("persistent", "hints", "prefetch", "early", "reload", "maxnreg")
 
 
 @dataclass
@@ -325,20 +325,20 @@ def tile_shapes(block: int, on_chip: bool, max_rows: int = 4, itemsize: int = 4)
     return shapes
 
 
-# Switches a row kernel may take as constexprs (PREFETCH, EARLY, RELOAD, L2_AHEAD): tried
-# by the tuner only for kernels that have them (``options``), and off otherwise. "looped"
+# Switches a row kernel may take as constexprs (PREFETCH, EARLY, RELOAD): tried by the
+# tuner only for kernels that have them (``options``), and off otherwise. "looped"
 # (loop_block > 0): a row that would fit on chip is walked in column tiles instead, kept
 # in L2 between passes. "looped_early": the kernel's EARLY applies to such a looped row
 # too (its second pass then holds the whole row, its other operands loaded up front).
-# "l2_ahead": the operands other than x are prefetched into L2 before x's loads
-# (_triton_rows.prefetch_l2), on either path.
-ROW_OPTIONS = ("prefetch", "early", "looped", "l2_ahead")
-SWITCHES = ("prefetch", "early", "reload", "l2_ahead")   # the constexpr switches among the options
-GPU_ONLY = ("l2_ahead",)   # inline PTX: off under the interpreter
-# What a batch too small to fill the GPU wants: every load out at once, its operands not
-# waiting for x to arrive (r10 probe, 16x4096 bf16 LayerNorm on 8 warps: 5.63 us plain,
-# 5.06 with EARLY). Bit-neutral, so each shape is also measured with them.
-SMALL_BATCH_SWITCHES = ("early", "l2_ahead")
+ROW_OPTIONS = ("prefetch", "early", "looped")
+SWITCHES = ("prefetch", "early", "reload")   # the constexpr switches among the options
+# What a batch too small to fill the GPU wants: its operands' loads out with x's, not
+# after x's reduction (r10 probe, H200, LayerNorm two_pass 16x4096 bf16: 5.76 us on 8
+# warps plain, 5.22 with EARLY; on 2 warps, the large problem's choice, 6.08 and 5.44).
+# Bit-neutral, so each shape fast enough on the large problem is measured with them too.
+# (An L2 prefetch of those operands ahead of x's loads, tried in r10, gained nothing at
+# 16 rows and ran the large problem up to 5x slower: every program asked for g again.)
+SMALL_BATCH_SWITCHES = ("early",)
 # (column tile, num_warps) of looped rows. torch.compile's looped RMSNorm, at ~100% of the
 # roof on the H200, runs XBLOCK 1, R0_BLOCK 2048 or 4096 and 16 warps (its best_config
 # files, r4) with the row length a compile-time constant: the column loop unrolls and all
@@ -437,8 +437,7 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     within SMALL_SLACK of the fastest again with the SMALL_BATCH_SWITCHES among the
     options, so that a shape is chosen for what a small batch of its bits can do too; then
     the best with a persistent grid (and prefetching, if an option), with streaming hints,
-    with early weights, with x reloaded, with operands prefetched into L2 (if options), and
-    with all the small-batch switches at once."""
+    with early weights and with x reloaded (if options)."""
     key = (*key, str(dtype))
     if key in _tuned:
         return _tuned[key]
@@ -449,8 +448,7 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
         # the most rows per tile (exercises the row masks), persistent, every switch on
         rows, warps = max(shapes)
         return _tuned.setdefault(key, Tuned({"rows": rows, "num_warps": warps, "persistent": True,
-                                             "hints": "plain", **off,
-                                             **{o: True for o in switches if o not in GPU_ONLY}}))
+                                             "hints": "plain", **off, **{o: True for o in switches}}))
     entry = _cache_entry(key, kernel, device, cols=cols, block=block, on_chip=on_chip, max_rows=max_rows,
                          options=list(options))
     if remembered := _remembered(key, entry):
@@ -474,7 +472,7 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
                 measure(looped)
                 if warps == 16:
                     measure({**looped, "maxnreg": FULL_OCCUPANCY_REGS})
-    looped_switches = ("l2_ahead", *(("early",) if "looped_early" in options else ()))
+    looped_switches = ("early",) if "looped_early" in options else ()
 
     def applicable(cfg, toggle):   # not the on-chip path's switches on a looped config
         return not (cfg.get("loop_block") and any(s in toggle for s in SWITCHES if s not in looped_switches))
@@ -490,8 +488,6 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     toggles += [{"hints": "stream"}]
     toggles += [{"early": True}] if "early" in options else []
     toggles += [{"reload": True}] if "reload" in options else []
-    toggles += [{"l2_ahead": True}] if "l2_ahead" in options else []
-    toggles += [small_batch] if len(small_batch) > 1 else []   # for the config the toggles left
     for toggle in toggles:
         toggle = {s: v for s, v in toggle.items() if applicable(best, {s: v})}
         if toggle:

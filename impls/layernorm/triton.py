@@ -21,8 +21,8 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks._triton_rows import (first_tile, load_columns_raw, load_tile, prefetch_columns, store_tile,
-                                            tile_input, tile_mask, tile_offsets)
+from impls._frameworks._triton_rows import (first_tile, load_columns_raw, load_tile, store_tile, tile_input, tile_mask,
+                                            tile_offsets)
 from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_config, row_launcher, tune_rows
 
 
@@ -57,18 +57,14 @@ def _welford_groups(x3, m3, cols, GROUP: tl.constexpr, EVEN: tl.constexpr):
 def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs,
                VARIANT: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr,
                EVEN: tl.constexpr, GROUP: tl.constexpr, PREFETCH: tl.constexpr, EARLY: tl.constexpr,
-               RELOAD: tl.constexpr, L2_AHEAD: tl.constexpr, SPAN: tl.constexpr, LOAD: tl.constexpr,
-               STORE: tl.constexpr):
+               RELOAD: tl.constexpr, SPAN: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr):
     """VARIANT 0: welford, 1: two_pass, 2: naive. PREFETCH and EARLY as in the rmsnorm.
     RELOAD: x is read again (from L1/L2, where the first read left it) to normalise,
     instead of being held through the statistics: the Welford merge then needs 64
     registers per thread, not 84 (bf16, 16384 columns, 16 warps: two programs per SM
-    instead of one). L2_AHEAD and SPAN (looped rows: a static bound for the column loops)
-    as in the rmsnorm."""
+    instead of one). SPAN (looped rows): a static bound for the column loops, as in the
+    rmsnorm."""
     pid = tl.program_id(0)
-    if L2_AHEAD:
-        prefetch_columns(g_ptr, cols, SPAN if SPAN else BLOCK)
-        prefetch_columns(b_ptr, cols, SPAN if SPAN else BLOCK)
     if ON_CHIP:
         ahead = first_tile(x_ptr, pid, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
         for tile in range(pid, tl.cdiv(rows, ROWS), programs):

@@ -17,25 +17,22 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks._triton_rows import (first_tile, load_columns_raw, prefetch_columns, span_offsets, store_tile,
-                                            sum_of_squares, tile_input, tile_offsets)
+from impls._frameworks._triton_rows import (first_tile, load_columns_raw, span_offsets, store_tile, sum_of_squares,
+                                            tile_input, tile_offsets)
 from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_config, row_launcher, tune_rows
 
 
 @triton.jit
 def _rmsnorm(x_ptr, g_ptr, y_ptr, rows, cols, eps, programs,
              ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr, EVEN: tl.constexpr,
-             PREFETCH: tl.constexpr, EARLY: tl.constexpr, L2_AHEAD: tl.constexpr, SPAN: tl.constexpr,
-             LOAD: tl.constexpr, STORE: tl.constexpr):
+             PREFETCH: tl.constexpr, EARLY: tl.constexpr, SPAN: tl.constexpr, LOAD: tl.constexpr,
+             STORE: tl.constexpr):
     """PREFETCH: the next tile's loads go out before this tile's reduction. EARLY: g is
     loaded with x (one memory latency for a small batch, where it is not in L2 yet) rather
     than after the reduction (fewer live registers); on a looped row that fits in SPAN,
-    the whole of g, and the second pass takes the row in one step. L2_AHEAD: g's lines are
-    requested into L2 before x's loads (prefetch_l2). SPAN (looped rows): a static bound
-    for the column loops, see sum_of_squares."""
+    the whole of g, and the second pass takes the row in one step. SPAN (looped rows): a
+    static bound for the column loops, see sum_of_squares."""
     pid = tl.program_id(0)
-    if L2_AHEAD:
-        prefetch_columns(g_ptr, cols, SPAN if SPAN else BLOCK)
     if ON_CHIP:
         ahead = first_tile(x_ptr, pid, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
         for tile in range(pid, tl.cdiv(rows, ROWS), programs):

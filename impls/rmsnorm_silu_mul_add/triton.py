@@ -15,8 +15,8 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks._triton_rows import (load_columns, load_tile, prefetch_columns, prefetch_rows, span_offsets,
-                                            store_tile, sum_of_squares, tile_offsets)
+from impls._frameworks._triton_rows import (load_columns, load_tile, span_offsets, store_tile, sum_of_squares,
+                                            tile_offsets)
 from impls._frameworks.triton import configured, launch_1d, row_block, row_config, row_launcher, tune_rows
 from impls.rmsnorm.triton import rmsnorm_launcher
 
@@ -47,21 +47,14 @@ def _tail(x, inv_rms, g, u, r):
 @triton.jit
 def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs,
            ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr, EVEN: tl.constexpr,
-           EARLY: tl.constexpr, L2_AHEAD: tl.constexpr, SPAN: tl.constexpr, LOAD: tl.constexpr,
-           STORE: tl.constexpr):
+           EARLY: tl.constexpr, SPAN: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr):
     """EARLY: g (and, on a looped row that fits in SPAN, the whole of g, u and r) loaded
     with x's first pass rather than after its reduction: one memory latency for a small
-    batch, more live registers. L2_AHEAD: g's lines, and each row's u and r, requested
-    into L2 before x's loads (prefetch_l2). SPAN (looped rows): a static bound for the
-    column loops, as in the rmsnorm."""
+    batch, more live registers. SPAN (looped rows): a static bound for the column loops,
+    as in the rmsnorm."""
     pid = tl.program_id(0)
-    if L2_AHEAD:
-        prefetch_columns(g_ptr, cols, SPAN if SPAN else BLOCK)
     if ON_CHIP:   # tiles of ROWS rows, as the Triton rmsnorm
         for tile in range(pid, tl.cdiv(rows, ROWS), programs):
-            if L2_AHEAD:
-                prefetch_rows(u_ptr, tile * ROWS, rows, cols, ROWS, BLOCK)
-                prefetch_rows(r_ptr, tile * ROWS, rows, cols, ROWS, BLOCK)
             offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
             x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
             u = load_tile(u_ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
@@ -79,9 +72,6 @@ def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs,
         WHOLE: tl.constexpr = EARLY and SPAN > 0   # the second pass holds the whole row
         for row in range(pid, rows, programs):
             base = tl.cast(row, tl.int64) * cols
-            if L2_AHEAD:
-                prefetch_rows(u_ptr, row, rows, cols, 1, SPAN if SPAN else BLOCK)
-                prefetch_rows(r_ptr, row, rows, cols, 1, SPAN if SPAN else BLOCK)
             if WHOLE:   # g, u and r in flight with x's first pass
                 span = span_offsets(SPAN, BLOCK)
                 m = span < cols
