@@ -101,7 +101,7 @@ def _tune_with_stand_in_times(monkeypatch, cols, fake_time, options):
     """tune_rows as on a GPU for 16-bit rows of ``cols`` fitting on chip, each candidate
     timed by ``fake_time(cfg, rows)`` instead of the CUDA timer (rows: the problem's)."""
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    monkeypatch.setattr(fw, "_measure", lambda run: fake_time(*run()))
+    monkeypatch.setattr(fw, "_measure", lambda run, samples=fw.TUNING_SAMPLES: fake_time(*run()))
     try:
         return fw.tune_rows(("stand-in", cols), cols, cols, True, _Fp16, None, lambda rows: rows,
                             lambda cfg, args, rows: lambda: (cfg, rows), options=options)
@@ -292,7 +292,7 @@ def test_a_tuned_choice_is_kept_on_disk_for_the_next_process(monkeypatch, tuning
 
     def tune(kernel):
         monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-        monkeypatch.setattr(fw, "_measure", lambda run: fake_time(*run()))
+        monkeypatch.setattr(fw, "_measure", lambda run, samples=fw.TUNING_SAMPLES: fake_time(*run()))
         try:
             return fw.tune_rows(("stand-in", 4096), 4096, 4096, True, _Fp16, None, lambda rows: rows,
                                 lambda cfg, args, rows: lambda: (cfg, rows), options=fw.ROW_OPTIONS, kernel=kernel)
@@ -330,7 +330,7 @@ def test_the_1d_tuner_keeps_its_choice_too(monkeypatch, tuning_cache_dir):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     times = {1024: 5.0, 2048: 4.0}
     calls = []
-    monkeypatch.setattr(fw, "_measure", lambda run: run())
+    monkeypatch.setattr(fw, "_measure", lambda run, samples=fw.TUNING_SAMPLES: run())
     candidates = [dict(BLOCK=b) for b in times]
 
     def bind(cfg):
@@ -366,3 +366,24 @@ def test_same_bits_means_only_bit_neutral_switches_differ():
     assert fw.same_bits(cfg, {**cfg, "early": True, "persistent": True, "hints": "stream", "us": 3.0})
     assert not fw.same_bits(cfg, {**cfg, "num_warps": 16})
     assert not fw.same_bits(cfg, {**cfg, "loop_block": 2048})
+
+
+def test_the_small_batch_is_timed_with_more_samples(monkeypatch):
+    seen = set()
+
+    def fake_time(cfg, rows):
+        return 100.0 if rows > fw.SMALL_ROWS else 5.0
+
+    def measure(run, samples=fw.TUNING_SAMPLES):
+        cfg, rows = run()
+        seen.add((rows == fw.SMALL_ROWS, samples))
+        return fake_time(cfg, rows)
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(fw, "_measure", measure)
+    try:
+        fw.tune_rows(("stand-in", 4096), 4096, 4096, True, _Fp16, None, lambda rows: rows,
+                     lambda cfg, args, rows: lambda: (cfg, rows), options=fw.ROW_OPTIONS)
+    finally:
+        fw._tuned.pop(("stand-in", 4096, str(_Fp16)), None)
+    assert seen == {(True, fw.SMALL_TUNING_SAMPLES), (False, fw.TUNING_SAMPLES)}

@@ -121,7 +121,14 @@ def sm_count(device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def _timer():
+# Samples per candidate: a short budget, since a tuner measures many. A small batch takes
+# more: its ~5 us spread over ~1 us sample to sample (cold L2, launch), and 200 samples
+# left its median uncertain by about the gap between two configs (r11 tables, ~0.1 us).
+TUNING_SAMPLES = 200
+SMALL_TUNING_SAMPLES = 1000
+
+
+def _timer(samples: int = TUNING_SAMPLES):
     """The harness's CUDA timer and a short budget: candidates are measured the way the
     harness measures (cold L2 by a read-only flush, CUDA events), so that the config
     tuned for is the one the sweep then times."""
@@ -130,16 +137,16 @@ def _timer():
     from harness.timing import CudaTimer, TimingBudget
     device = torch.device("cuda", torch.cuda.current_device())
     timer = _timers.get(device) or _timers.setdefault(device, CudaTimer(device))
-    budget = TimingBudget(warmup_ms=2, min_samples=10, max_samples=200, max_seconds=0.1,
+    budget = TimingBudget(warmup_ms=2, min_samples=10, max_samples=samples, max_seconds=0.1 * samples / TUNING_SAMPLES,
                           graph_below_bytes=0)
     return timer, budget
 
 
-def _measure(run) -> float | None:
+def _measure(run, samples: int = TUNING_SAMPLES) -> float | None:
     """Median microseconds of ``run()``, or None for a config that does not compile or fit."""
     from triton.compiler.errors import CompilationError
     from triton.runtime.errors import OutOfResources
-    timer, budget = _timer()
+    timer, budget = _timer(samples)
     try:
         return timer.time(run, budget, 1 << 30).median_us
     except (CompilationError, OutOfResources):
@@ -454,13 +461,16 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     if remembered := _remembered(key, entry):
         return remembered
     large = max(1, SCRATCH_BYTES // (cols * dtype.itemsize))
-    problems = {"us": (large, make_scratch(large)), "small_us": (min(SMALL_ROWS, large), make_scratch(min(SMALL_ROWS, large)))}
+    small = min(SMALL_ROWS, large)
+    problems = {"us": (large, make_scratch(large), TUNING_SAMPLES),
+                "small_us": (small, make_scratch(small), SMALL_TUNING_SAMPLES)}
     candidates = []
 
     def measure(cfg):
         if any(all(c[k] == cfg[k] for k in cfg) for c in candidates):
             return
-        candidates.append({**cfg, **{name: _measure(bind(cfg, args, n)) for name, (n, args) in problems.items()}})
+        candidates.append({**cfg, **{name: _measure(bind(cfg, args, n), samples) for name, (n, args, samples)
+                                     in problems.items()}})
 
     for rows, warps in shapes:
         measure(dict(rows=rows, num_warps=warps, persistent=False, hints="plain", **off))
