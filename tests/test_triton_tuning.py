@@ -387,3 +387,20 @@ def test_the_small_batch_is_timed_with_more_samples(monkeypatch):
     finally:
         fw._tuned.pop(("stand-in", 4096, str(_Fp16)), None)
     assert seen == {(True, fw.SMALL_TUNING_SAMPLES), (False, fw.TUNING_SAMPLES)}
+
+
+def test_the_greedy_path_is_not_led_by_a_small_batch_switch(monkeypatch):
+    """r11: EARLY, measured for the small batch, was also fastest on LayerNorm's large
+    problem; the path then tried a persistent prefetching grid only with EARLY on, where
+    it was slow, and never without it, where r9 had found it fastest."""
+    def fake_time(cfg, rows):
+        if rows == fw.SMALL_ROWS:
+            return 5.0
+        if (cfg["rows"], cfg["num_warps"], cfg.get("loop_block")) != (1, 8, 0):
+            return 200.0
+        if cfg["early"]:
+            return 170.0 if cfg["persistent"] else 95.0
+        return 90.0 if cfg["persistent"] and cfg["prefetch"] else 100.0
+
+    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, (*fw.ROW_OPTIONS, "reload"))
+    assert tuned.config["persistent"] and tuned.config["prefetch"] and not tuned.config["early"]
