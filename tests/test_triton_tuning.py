@@ -97,14 +97,15 @@ class _Fp16:
     itemsize = 2
 
 
-def _tune_with_stand_in_times(monkeypatch, cols, fake_time, options):
+def _tune_with_stand_in_times(monkeypatch, cols, fake_time, options, kernel=None, measure=None):
     """tune_rows as on a GPU for 16-bit rows of ``cols`` fitting on chip, each candidate
-    timed by ``fake_time(cfg, rows)`` instead of the CUDA timer (rows: the problem's)."""
+    timed by ``fake_time(cfg, rows)`` instead of the CUDA timer (rows: the problem's), or
+    by ``measure(run, samples)`` in place of the tuner's _measure when given."""
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    monkeypatch.setattr(fw, "_measure", lambda run, samples=fw.TUNING_SAMPLES: fake_time(*run()))
+    monkeypatch.setattr(fw, "_measure", measure or (lambda run, samples=fw.TUNING_SAMPLES: fake_time(*run())))
     try:
         return fw.tune_rows(("stand-in", cols), cols, cols, True, _Fp16, None, lambda rows: rows,
-                            lambda cfg, args, rows: lambda: (cfg, rows), options=options)
+                            lambda cfg, args, rows: lambda: (cfg, rows), options=options, kernel=kernel)
     finally:
         fw._tuned.pop(("stand-in", cols, str(_Fp16)), None)
 
@@ -291,13 +292,7 @@ def test_a_tuned_choice_is_kept_on_disk_for_the_next_process(monkeypatch, tuning
         return 100.0 if (cfg["rows"], cfg["num_warps"]) == (2, 8) else 120.0
 
     def tune(kernel):
-        monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-        monkeypatch.setattr(fw, "_measure", lambda run, samples=fw.TUNING_SAMPLES: fake_time(*run()))
-        try:
-            return fw.tune_rows(("stand-in", 4096), 4096, 4096, True, _Fp16, None, lambda rows: rows,
-                                lambda cfg, args, rows: lambda: (cfg, rows), options=fw.ROW_OPTIONS, kernel=kernel)
-        finally:
-            fw._tuned.pop(("stand-in", 4096, str(_Fp16)), None)
+        return _tune_with_stand_in_times(monkeypatch, 4096, fake_time, fw.ROW_OPTIONS, kernel=kernel)
 
     first = tune(_KernelSource("v1"))
     assert measured and first.table["source"] == "measured" and (first.config["rows"], first.config["num_warps"]) == (2, 8)
@@ -379,13 +374,7 @@ def test_the_small_batch_is_timed_with_more_samples(monkeypatch):
         seen.add((rows == fw.SMALL_ROWS, samples))
         return fake_time(cfg, rows)
 
-    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    monkeypatch.setattr(fw, "_measure", measure)
-    try:
-        fw.tune_rows(("stand-in", 4096), 4096, 4096, True, _Fp16, None, lambda rows: rows,
-                     lambda cfg, args, rows: lambda: (cfg, rows), options=fw.ROW_OPTIONS)
-    finally:
-        fw._tuned.pop(("stand-in", 4096, str(_Fp16)), None)
+    _tune_with_stand_in_times(monkeypatch, 4096, fake_time, fw.ROW_OPTIONS, measure=measure)
     assert seen == {(True, fw.SMALL_TUNING_SAMPLES), (False, fw.TUNING_SAMPLES)}
 
 

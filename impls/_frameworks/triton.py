@@ -512,7 +512,7 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
             measure({**path, **toggle})
         path = _choose([c for c in candidates if plain(c)])
     best = _choose(candidates)
-    table = {"problems": {"us": f"{large}x{cols}", "small_us": f"{problems['small_us'][0]}x{cols}"},
+    table = {"problems": {"us": f"{large}x{cols}", "small_us": f"{small}x{cols}"},
              "candidates": candidates}
     del problems
     return _keep(key, entry, Tuned(best, table, _small_batch_config(candidates, best)))
