@@ -34,11 +34,14 @@ def test_every_op_runs_eager_on_the_smoke_sweep_and_logs_to_mlflow(tmp_path):
     assert len(cases) == len(recs)
 
 
-def test_comma_list_of_impls_without_multirun(tmp_path):
+def test_comma_list_of_impls_runs_them_shape_by_shape(tmp_path):
+    """impl=a,b in one run, no multirun; every impl of a shape back to back (what is
+    compared is timed seconds apart), shapes in the order given."""
     proc = harness(tmp_path, "op=copy", "impl=eager,torch_compile", "sweep=smoke", "dtype=bf16",
-                   "shapes=[[1000]]", "tracking=none", "isolate=false")
+                   "shapes=[[3000],[1000]]", "tracking=none", "isolate=false")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert sorted(r["impl"] for r in results(tmp_path)) == ["eager", "torch_compile"]
+    assert [(r["shape"], r["impl"]) for r in results(tmp_path)] == \
+        [([3000], "eager"), ([3000], "torch_compile"), ([1000], "eager"), ([1000], "torch_compile")]
 
 
 def test_multirun_sweeps_over_ops(tmp_path):
