@@ -97,15 +97,29 @@ class _Fp16:
     itemsize = 2
 
 
-def _tune_with_stand_in_times(monkeypatch, cols, fake_time, options, kernel=None, measure=None):
+def _tune_with_stand_in_times(monkeypatch, cols, fake_time, options, kernel=None, measure=None, bits=None):
     """tune_rows as on a GPU for 16-bit rows of ``cols`` fitting on chip, each candidate
     timed by ``fake_time(cfg, rows)`` instead of the CUDA timer (rows: the problem's), or
-    by ``measure(run, samples)`` in place of the tuner's _measure when given."""
+    by ``measure(run, samples)`` in place of the tuner's _measure when given. With
+    ``bits(cfg)``: what a launch of cfg "writes", the digest the tuner takes of the
+    large problem's output; without, no output to digest (configs decide same_bits)."""
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.setattr(fw, "_measure", measure or (lambda run, samples=fw.TUNING_SAMPLES: fake_time(*run())))
+    scratch, bind = (lambda rows: rows), (lambda cfg, args, rows: lambda: (cfg, rows))
+    if bits:
+        monkeypatch.setattr(fw, "_digest", lambda args: args[-1][0])
+
+        def scratch(rows):
+            return rows, [None]   # the "output": what the last launch wrote
+
+        def bind(cfg, args, rows):
+            def launch():
+                args[-1][0] = bits(cfg)
+                return cfg, rows
+            return launch
     try:
-        return fw.tune_rows(("stand-in", cols), cols, cols, True, _Fp16, None, lambda rows: rows,
-                            lambda cfg, args, rows: lambda: (cfg, rows), options=options, kernel=kernel)
+        return fw.tune_rows(("stand-in", cols), cols, cols, True, _Fp16, None, scratch, bind, options=options,
+                            kernel=kernel)
     finally:
         fw._tuned.pop(("stand-in", cols, str(_Fp16)), None)
 
@@ -356,11 +370,66 @@ def test_a_shape_is_chosen_for_what_a_small_batch_of_its_bits_can_do(monkeypatch
     assert early == {(1, 2), (1, 8)}
 
 
-def test_same_bits_means_only_bit_neutral_switches_differ():
+def test_same_bits_is_measured_where_both_wrote_and_else_only_bit_neutral_switches_differ():
     cfg = dict(rows=1, num_warps=8, persistent=False, hints="plain", early=False, loop_block=0)
     assert fw.same_bits(cfg, {**cfg, "early": True, "persistent": True, "hints": "stream", "us": 3.0})
     assert not fw.same_bits(cfg, {**cfg, "num_warps": 16})
     assert not fw.same_bits(cfg, {**cfg, "loop_block": 2048})
+    assert not fw.same_bits(cfg, {**cfg, "num_warps": 16, "bits": "a"})   # one side unmeasured
+    two_rows = {**cfg, "rows": 2, "num_warps": 16}
+    assert fw.same_bits({**cfg, "bits": "a"}, {**two_rows, "bits": "a"})
+    assert not fw.same_bits({**cfg, "bits": "a"}, {**cfg, "persistent": True, "bits": "b"})
+
+
+def test_another_tile_shape_that_writes_the_same_bits_may_serve_the_small_batch(monkeypatch):
+    """2-row tiles on 8 warps win the large problem; 1-row tiles on 4 warps write the same
+    bits (each row over 4 warps either way, in this stand-in) and, loading early, run 16
+    rows fastest: the small batch takes them. Shapes of other bits are not tried early."""
+    def fake_time(cfg, rows):
+        shape = (cfg["rows"], cfg["num_warps"])
+        if rows == fw.SMALL_ROWS:
+            return {(1, 4): 4.0, (2, 8): 5.0}.get(shape, 6.0) if cfg["early"] else 6.0
+        return {(2, 8): 100.0, (1, 4): 104.0}.get(shape, 120.0) * (1.05 if cfg["early"] else 1.0)
+
+    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, (*fw.ROW_OPTIONS, "reload"),
+                                      bits=lambda cfg: f"{cfg['num_warps'] // cfg['rows']} warps a row")
+    assert (tuned.config["rows"], tuned.config["num_warps"], tuned.config["early"]) == (2, 8, False)
+    assert (tuned.small["rows"], tuned.small["num_warps"], tuned.small["early"]) == (1, 4, True)
+    early = {(c["rows"], c["num_warps"]) for c in tuned.table["candidates"] if c["early"]}
+    assert early == {(2, 8), (1, 4)}
+    assert all(c["bits"] for c in tuned.table["candidates"]) and "bit_neutral_changed_bits" not in tuned.table
+    cpu = None   # 4 "SMs" off the GPU: one wave of the small config's 1-row tiles is 4 rows
+    assert tuned.for_rows(4, cpu)["small_batch"] and tuned.for_rows(5, cpu) == tuned.config
+
+
+def test_a_neutral_switch_that_changes_the_bits_is_reported_and_not_trusted(monkeypatch):
+    """If a persistent grid wrote other bits than one program per tile (a kernel bug), the
+    table says so, and a small batch never takes it for the large config's bits."""
+    def fake_time(cfg, rows):
+        if rows == fw.SMALL_ROWS:
+            return 3.0 if cfg["persistent"] else 6.0
+        return 100.0 if (cfg["rows"], cfg["num_warps"]) == (1, 8) and not cfg["persistent"] else 120.0
+
+    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, fw.ROW_OPTIONS,
+                                      bits=lambda cfg: f"{cfg['rows']}x{cfg['num_warps']} {cfg['persistent']}")
+    assert (tuned.config["rows"], tuned.config["num_warps"], tuned.config["persistent"]) == (1, 8, False)
+    assert tuned.small is None or not tuned.small["persistent"]
+    broken = tuned.table["bit_neutral_changed_bits"]
+    assert broken and all({a["persistent"], b["persistent"]} == {False, True} for a, b in broken)
+
+
+def test_the_digest_of_an_output_changes_with_any_element():
+    import torch
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        out = torch.randn(37, 781).to(dtype)
+        same = fw._digest((None, out.clone()))
+        assert same == fw._digest((None, out)) and len(same) == 16
+        nudged = out.clone()
+        nudged.view(-1).view(torch.int16 if dtype.itemsize == 2 else torch.int32)[1000] += 1   # one ulp
+        swapped = out.clone()
+        swapped[0, :2] = out[0, :2].flip(0)
+        assert fw._digest((out, nudged)) != same and fw._digest((out, swapped)) != same
+    assert fw._digest(16) is None and fw._digest(()) is None
 
 
 def test_the_small_batch_is_timed_with_more_samples(monkeypatch):

@@ -76,7 +76,8 @@ _timers: dict = {}
 
 # Switches that change when and how the bytes move, never which arithmetic runs on which
 # elements in which order: configs that differ only in these give identical bits, so a
-# batch may take its own without losing batch invariance.
+# batch may take its own without losing batch invariance. The tuner also compares the
+# bits candidates actually write (same_bits): other tile shapes can share them too.
 BIT_NEUTRAL = ("persistent", "hints", "prefetch", "early", "reload", "maxnreg")
 
 
@@ -84,26 +85,29 @@ BIT_NEUTRAL = ("persistent", "hints", "prefetch", "early", "reload", "maxnreg")
 class Tuned:
     """A tuner's choice and the table it chose from: every candidate tried, with its
     times on each tuning problem (empty under the interpreter, or with one candidate).
-    ``small``: the config for latency-bound batches, differing from ``config`` only in
-    BIT_NEUTRAL switches (None: the same)."""
+    ``small``: the config for latency-bound batches, one giving ``config``'s bits (None:
+    the same)."""
     config: dict
     table: dict = field(default_factory=dict)
     small: dict | None = None
 
     def for_rows(self, rows: int, device) -> dict:
-        """The config for a batch of ``rows``: one that fits in a single wave (at most one
-        tile per SM) takes the small-batch config, the rest the large-problem one."""
-        if self.small and -(-rows // self.config["rows"]) <= sm_count(device):
+        """The config for a batch of ``rows``: one that fits in a single wave of the
+        small-batch config's tiles (at most one per SM) takes that config, the rest the
+        large-problem one."""
+        if self.small and -(-rows // self.small["rows"]) <= sm_count(device):
             return {**self.small, "small_batch": True}
         return self.config
 
 
-TIMES = ("us", "small_us")   # what the tuner adds to a config when it measures it
+# What the tuner adds to a config when it measures it: its times on the two problems,
+# and a digest of the bits it wrote on the large one (None where there is no output).
+MEASURED = ("us", "small_us", "bits")
 
 
 def config_of(candidate: dict) -> dict:
-    """A measured candidate without its times: the config to launch."""
-    return {k: v for k, v in candidate.items() if k not in TIMES}
+    """A measured candidate without its measurements: the config to launch."""
+    return {k: v for k, v in candidate.items() if k not in MEASURED}
 
 
 def interpreting() -> bool:
@@ -393,10 +397,41 @@ def row_config(cfg: dict, block: int, on_chip: bool) -> dict:
     return {**cfg, "BLOCK": block, "on_chip": on_chip}
 
 
-def same_bits(a: dict, b: dict) -> bool:
-    """Whether two configs differ only in BIT_NEUTRAL switches (give identical results)."""
-    keys = (set(a) | set(b)) - set(BIT_NEUTRAL) - set(TIMES)
+def neutral_only(a: dict, b: dict) -> bool:
+    """Whether two configs differ only in BIT_NEUTRAL switches (so must give identical results)."""
+    keys = (set(a) | set(b)) - set(BIT_NEUTRAL) - set(MEASURED)
     return all(a.get(k) == b.get(k) for k in keys)
+
+
+def same_bits(a: dict, b: dict) -> bool:
+    """Whether two candidates give identical results: measured where both wrote the
+    tuning problem's output (their ``bits`` digests agree), else by their configs
+    (neutral_only). Measured, because the reduction tree a row gets is Triton's layout's
+    choice: a tile of two rows on 8 warps may lay each row out as one row on 4 warps
+    does, or not; the outputs say which."""
+    if a.get("bits") and b.get("bits"):
+        return a["bits"] == b["bits"]
+    return neutral_only(a, b)
+
+
+def _digest(args) -> str | None:
+    """A digest of the bits a candidate wrote into the tuning problem's output (the last of
+    its arguments), hashed on its device, each element weighted by an odd number from its
+    position: a change to any one element changes the digest. None without a tensor
+    output (stand-ins)."""
+    import torch
+    out = args[-1] if isinstance(args, tuple) and args else None
+    if not isinstance(out, torch.Tensor):
+        return None
+    words = out.detach().reshape(-1).view({1: torch.int8, 2: torch.int16, 4: torch.int32,
+                                           8: torch.int64}[out.element_size()])
+    total = torch.zeros((), dtype=torch.int64, device=out.device)
+    chunk = 1 << 24   # a bounded temporary: 128 MiB of int64 at a time
+    for start in range(0, words.numel(), chunk):
+        w = words[start:start + chunk].to(torch.int64)
+        pos = torch.arange(start, start + w.numel(), dtype=torch.int64, device=out.device)
+        total += ((w + 1) * (pos * 0x9E3779B1 | 1)).sum()   # wraps modulo 2^64: still exact
+    return f"{int(total) & 0xFFFFFFFFFFFFFFFF:016x}"
 
 
 def _ran(candidates: list[dict]) -> list[dict]:
@@ -413,16 +448,16 @@ def _eligible(candidates: list[dict]) -> list[dict]:
 
 
 def _choose(candidates: list[dict]) -> dict:
-    """The large-problem config: among those within SMALL_SLACK of the fastest, one whose
-    bits a small batch runs fastest (with whichever BIT_NEUTRAL switches suit it: a batch
-    may take those, see Tuned.for_rows), and of those the fastest on the large problem.
-    One config's bits serve every batch."""
+    """The large-problem candidate: among those within SMALL_SLACK of the fastest, one
+    whose bits a small batch runs fastest (with whichever config of those bits suits it:
+    a batch may take it, see Tuned.for_rows), and of those the fastest on the large
+    problem. One config's bits serve every batch."""
     ran, eligible = _ran(candidates), _eligible(candidates)
 
     def small(c):   # the best a small batch with c's bits did
         return min(d["small_us"] for d in ran if same_bits(c, d))
     best_small = min(small(c) for c in eligible)
-    return config_of(min((c for c in eligible if small(c) == best_small), key=lambda c: c["us"]))
+    return min((c for c in eligible if small(c) == best_small), key=lambda c: c["us"])
 
 
 def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scratch, bind,
@@ -435,14 +470,17 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     registers decide how many programs fit on an SM (sm_90, LayerNorm two_pass at 8192 on
     4 warps: bf16 128 registers, fp16 139, four programs per SM against three; on the
     H200 r5 measured bf16's config 8% slower in fp16). ``block`` is the kernel's BLOCK
-    (the row, or its column tile); ``make_scratch(rows)`` builds the arguments and
+    (the row, or its column tile); ``make_scratch(rows)`` builds the arguments (the
+    output last: its bits are digested, see same_bits) and
     ``bind(cfg, args, rows)`` returns a launcher (row_launcher). The choice is kept on
     disk for ``kernel`` on this device (tuning_cache): later processes take it unmeasured.
 
     First every tile shape (rows per tile x warps) one program per tile, without cache
-    hints (and, with "looped" among the kernel's ``options``, the LOOPED_SHAPES); those
-    within SMALL_SLACK of the fastest again with the SMALL_BATCH_SWITCHES among the
-    options, so that a shape is chosen for what a small batch of its bits can do too; then
+    hints (and, with "looped" among the kernel's ``options``, the LOOPED_SHAPES), each
+    also digesting the bits it wrote on the large problem; those within SMALL_SLACK of the
+    fastest, and every shape that wrote the same bits as one of them, again with the
+    SMALL_BATCH_SWITCHES among the options, so that a shape is chosen for what a small
+    batch of its bits can do too; then
     the best of those without them with a persistent grid (and prefetching, if an option),
     with streaming hints, with early weights and with x reloaded (if options), each step
     from the best so far; and the fastest of everything measured (_choose)."""
@@ -470,8 +508,11 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     def measure(cfg):
         if any(all(c[k] == cfg[k] for k in cfg) for c in candidates):
             return
-        candidates.append({**cfg, **{name: _measure(bind(cfg, args, n), samples) for name, (n, args, samples)
-                                     in problems.items()}})
+        n, args, samples = problems["us"]
+        us = _measure(bind(cfg, args, n), samples)
+        bits = _digest(args) if us is not None else None   # what its last launch wrote
+        n, args, samples = problems["small_us"]
+        candidates.append({**cfg, "us": us, "small_us": _measure(bind(cfg, args, n), samples), "bits": bits})
 
     for rows, warps in shapes:
         measure(dict(rows=rows, num_warps=warps, persistent=False, hints="plain", **off))
@@ -489,9 +530,10 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
         return not (cfg.get("loop_block") and any(s in toggle for s in SWITCHES if s not in looped_switches))
 
     small_batch = {s: True for s in SMALL_BATCH_SWITCHES if s in options}
-    for c in _eligible(candidates) if small_batch else ():
+    eligible = _eligible(candidates)
+    for c in _ran(candidates) if small_batch else ():   # each shape whose bits a large config may have
         toggle = {s: v for s, v in small_batch.items() if applicable(c, {s: v})}
-        if toggle:
+        if toggle and any(same_bits(c, e) for e in eligible):
             measure({**config_of(c), **toggle})
 
     def plain(c):   # without the small-batch switches
@@ -500,7 +542,7 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     # above for the small problem's sake: once one of them led it (early won LayerNorm
     # fp32 16384's tuning problem in r11), the path never tried a persistent prefetching
     # grid without it (r9's choice there, 94.7% of the roof against r11's 91.6%).
-    path = _choose([c for c in candidates if plain(c)])
+    path = config_of(_choose([c for c in candidates if plain(c)]))
     toggles = [{"persistent": True}]
     toggles += [{"persistent": True, "prefetch": True}] if "prefetch" in options else []
     toggles += [{"hints": "stream"}]
@@ -510,19 +552,29 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
         toggle = {s: v for s, v in toggle.items() if applicable(path, {s: v})}
         if toggle:
             measure({**path, **toggle})
-        path = _choose([c for c in candidates if plain(c)])
+        path = config_of(_choose([c for c in candidates if plain(c)]))
     best = _choose(candidates)
     table = {"problems": {"us": f"{large}x{cols}", "small_us": f"{small}x{cols}"},
              "candidates": candidates}
+    if broken := _neutral_but_not_same(candidates):
+        table["bit_neutral_changed_bits"] = broken   # a switch called neutral is not: say so
     del problems
-    return _keep(key, entry, Tuned(best, table, _small_batch_config(candidates, best)))
+    return _keep(key, entry, Tuned(config_of(best), table, _small_batch_config(candidates, best)))
 
 
 def _small_batch_config(candidates: list[dict], best: dict) -> dict | None:
-    """Among the candidates that give ``best``'s bits (they differ only in BIT_NEUTRAL
-    switches), the fastest on the small batch; None if that is ``best`` itself."""
+    """Among the candidates that give ``best``'s bits (same_bits), the fastest on the
+    small batch; None if that is ``best`` itself."""
     family = [c for c in _ran(candidates) if same_bits(c, best)]
     if not family:
         return None
     config = config_of(min(family, key=lambda c: c["small_us"]))
-    return None if config == best else config
+    return None if config == config_of(best) else config
+
+
+def _neutral_but_not_same(candidates: list[dict]) -> list[list[dict]]:
+    """Pairs of candidates that differ only in BIT_NEUTRAL switches yet wrote different
+    bits: a kernel whose 'neutral' switch changes its arithmetic (none should)."""
+    digested = [c for c in candidates if c.get("bits")]
+    return [[config_of(a), config_of(b)] for i, a in enumerate(digested) for b in digested[i + 1:]
+            if neutral_only(a, b) and a["bits"] != b["bits"]]
