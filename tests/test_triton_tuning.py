@@ -32,7 +32,7 @@ def test_tile_shapes_for_the_sweep_rows():
 
 
 def cand(rows, us, small_us, persistent=False):
-    return dict(rows=rows, num_warps=8, persistent=persistent, hints="plain", us=us, small_us=small_us)
+    return dict(rows=rows, num_warps=8, persistent=persistent, hints="plain", us=us, mid_us=us, small_us=small_us)
 
 
 def test_choose_prefers_the_large_problem_then_the_small_one():
@@ -97,6 +97,12 @@ class _Fp16:
     itemsize = 2
 
 
+def _small(tuned):
+    """The config a 16-row batch takes, None where that is the large problem's."""
+    cfg = tuned.for_rows(fw.SMALL_ROWS)
+    return None if cfg == tuned.config else fw.config_of({k: v for k, v in cfg.items() if k != "tuned_for_rows"})
+
+
 def _tune_with_stand_in_times(monkeypatch, cols, fake_time, options, kernel=None, measure=None, bits=None):
     """tune_rows as on a GPU for 16-bit rows of ``cols`` fitting on chip, each candidate
     timed by ``fake_time(cfg, rows)`` instead of the CUDA timer (rows: the problem's), or
@@ -140,7 +146,8 @@ def test_the_gpu_tuning_path_with_a_stand_in_timer(monkeypatch):
     # the on-chip switches are not tried on a looped config; the grid and the hints are
     assert not any(c["prefetch"] or c["early"] or c["reload"] for c in looped)
     assert any(c["persistent"] for c in looped) and any(c["hints"] == "stream" for c in looped)
-    assert tuned.table["problems"] == {"us": f"{(256 << 20) // (8192 * 2)}x8192", "small_us": "16x8192"}
+    assert tuned.table["problems"] == {"us": f"{(256 << 20) // (8192 * 2)}x8192", "mid_us": "2048x8192",
+                                       "small_us": "16x8192"}
 
 
 def test_a_looped_config_tries_early_operands_where_the_kernel_has_them(monkeypatch):
@@ -155,7 +162,7 @@ def test_a_looped_config_tries_early_operands_where_the_kernel_has_them(monkeypa
         tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, options)
         assert tuned.config["loop_block"] == 2048 and not tuned.config["early"]
         assert any(c["loop_block"] and c["early"] for c in tuned.table["candidates"]) == tried
-        assert (tuned.small is not None and tuned.small["early"] and tuned.small["loop_block"] == 2048) == tried
+        assert (_small(tuned) is not None and _small(tuned)["early"] and _small(tuned)["loop_block"] == 2048) == tried
 
 
 def test_a_latency_bound_batch_takes_the_same_bits_config_fastest_on_16_rows(monkeypatch):
@@ -169,11 +176,12 @@ def test_a_latency_bound_batch_takes_the_same_bits_config_fastest_on_16_rows(mon
 
     tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, (*fw.ROW_OPTIONS, "reload"))
     assert (tuned.config["rows"], tuned.config["num_warps"], tuned.config["early"]) == (2, 8, False)
-    assert tuned.small is not None and tuned.small["early"]
-    assert all(tuned.small[k] == v for k, v in tuned.config.items() if k not in fw.BIT_NEUTRAL)
-    cpu = None   # sm_count: 4 "SMs" off the GPU, so one wave is at most 4 tiles of 2 rows
-    assert tuned.for_rows(8, cpu)["small_batch"] and tuned.for_rows(8, cpu)["early"]
-    assert tuned.for_rows(9, cpu) == tuned.config
+    assert _small(tuned) is not None and _small(tuned)["early"]
+    assert all(_small(tuned)[k] == v for k, v in tuned.config.items() if k not in fw.BIT_NEUTRAL)
+    # each batch takes the config of the problem nearest it in rows (log scale): 16, 2048, 32768
+    assert tuned.batches == [[32768, None], [2048, None], [16, _small(tuned)]]
+    assert all(tuned.for_rows(n) == {**_small(tuned), "tuned_for_rows": 16} for n in (1, 16, 150))
+    assert all(tuned.for_rows(n) == tuned.config for n in (200, 2048, 10 ** 6))
     # every switch of the on-chip path was tried on the chosen tile shape
     tried = [c for c in tuned.table["candidates"] if (c["rows"], c["num_warps"]) == (2, 8)]
     assert {s for c in tried for s in ("persistent", "prefetch", "early", "reload") if c[s]} == \
@@ -313,7 +321,7 @@ def test_a_tuned_choice_is_kept_on_disk_for_the_next_process(monkeypatch, tuning
     n = len(measured)
     again = tune(_KernelSource("v1"))
     assert len(measured) == n, "a kept choice must not be measured again"
-    assert again.config == first.config and again.small == first.small
+    assert again.config == first.config and again.batches == first.batches
     assert again.table["source"] == "cache" and again.table["measured_at"] == first.table["measured_at"]
     assert again.table["candidates"] == first.table["candidates"]
     tune(_KernelSource("v2"))   # the kernel's source changed: its old choice does not apply
@@ -364,7 +372,7 @@ def test_a_shape_is_chosen_for_what_a_small_batch_of_its_bits_can_do(monkeypatch
 
     tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, (*fw.ROW_OPTIONS, "reload"))
     assert (tuned.config["rows"], tuned.config["num_warps"]) == (1, 8) and not tuned.config["early"]
-    assert tuned.small["early"] and fw.same_bits(tuned.small, tuned.config)
+    assert _small(tuned)["early"] and fw.same_bits(_small(tuned), tuned.config)
     # both eligible shapes were measured with the small-batch switch, the slow ones not
     early = {(c["rows"], c["num_warps"]) for c in tuned.table["candidates"] if c["early"]}
     assert early == {(1, 2), (1, 8)}
@@ -394,12 +402,11 @@ def test_another_tile_shape_that_writes_the_same_bits_may_serve_the_small_batch(
     tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, (*fw.ROW_OPTIONS, "reload"),
                                       bits=lambda cfg: f"{cfg['num_warps'] // cfg['rows']} warps a row")
     assert (tuned.config["rows"], tuned.config["num_warps"], tuned.config["early"]) == (2, 8, False)
-    assert (tuned.small["rows"], tuned.small["num_warps"], tuned.small["early"]) == (1, 4, True)
+    assert (_small(tuned)["rows"], _small(tuned)["num_warps"], _small(tuned)["early"]) == (1, 4, True)
     early = {(c["rows"], c["num_warps"]) for c in tuned.table["candidates"] if c["early"]}
     assert early == {(2, 8), (1, 4)}
     assert all(c["bits"] for c in tuned.table["candidates"]) and "bit_neutral_changed_bits" not in tuned.table
-    cpu = None   # 4 "SMs" off the GPU: one wave of the small config's 1-row tiles is 4 rows
-    assert tuned.for_rows(4, cpu)["small_batch"] and tuned.for_rows(5, cpu) == tuned.config
+    assert tuned.for_rows(4)["tuned_for_rows"] == 16 and tuned.for_rows(4096) == tuned.config
 
 
 def test_a_neutral_switch_that_changes_the_bits_is_reported_and_not_trusted(monkeypatch):
@@ -413,7 +420,7 @@ def test_a_neutral_switch_that_changes_the_bits_is_reported_and_not_trusted(monk
     tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, fw.ROW_OPTIONS,
                                       bits=lambda cfg: f"{cfg['rows']}x{cfg['num_warps']} {cfg['persistent']}")
     assert (tuned.config["rows"], tuned.config["num_warps"], tuned.config["persistent"]) == (1, 8, False)
-    assert tuned.small is None or not tuned.small["persistent"]
+    assert _small(tuned) is None or not _small(tuned)["persistent"]
     broken = tuned.table["bit_neutral_changed_bits"]
     assert broken and all({a["persistent"], b["persistent"]} == {False, True} for a, b in broken)
 
@@ -432,7 +439,7 @@ def test_the_digest_of_an_output_changes_with_any_element():
     assert fw._digest(16) is None and fw._digest(()) is None
 
 
-def test_the_small_batch_is_timed_with_more_samples(monkeypatch):
+def test_the_small_batches_are_timed_with_more_samples(monkeypatch):
     seen = set()
 
     def fake_time(cfg, rows):
@@ -440,11 +447,29 @@ def test_the_small_batch_is_timed_with_more_samples(monkeypatch):
 
     def measure(run, samples=fw.TUNING_SAMPLES):
         cfg, rows = run()
-        seen.add((rows == fw.SMALL_ROWS, samples))
+        seen.add((rows, samples))
         return fake_time(cfg, rows)
 
     _tune_with_stand_in_times(monkeypatch, 4096, fake_time, fw.ROW_OPTIONS, measure=measure)
-    assert seen == {(True, fw.SMALL_TUNING_SAMPLES), (False, fw.TUNING_SAMPLES)}
+    assert seen == {(fw.SMALL_ROWS, fw.SMALL_TUNING_SAMPLES), (fw.MID_ROWS, fw.SMALL_TUNING_SAMPLES),
+                    ((256 << 20) // (4096 * 2), fw.TUNING_SAMPLES)}
+
+
+def test_a_batch_of_a_few_waves_takes_the_config_of_its_bits_fastest_on_2048_rows(monkeypatch):
+    """Early weights win 2048 rows but lose the large problem: a batch nearer 2048 rows
+    than 16 or the large problem takes them, with the large config's bits."""
+    def fake_time(cfg, rows):
+        if rows == fw.MID_ROWS:
+            return 8.0 if cfg["early"] and not cfg["persistent"] else 9.0
+        return (100.0 if (cfg["rows"], cfg["num_warps"]) == (2, 8) else 120.0) * (1.05 if cfg["early"] else 1.0)
+
+    def bits(cfg):
+        return f"{cfg['num_warps'] // cfg['rows']} warps a row"
+
+    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, fw.ROW_OPTIONS, bits=bits)
+    mid = tuned.for_rows(1823)
+    assert mid["tuned_for_rows"] == fw.MID_ROWS and mid["early"] and not tuned.config["early"]
+    assert bits(mid) == bits(tuned.config) and tuned.for_rows(20000) == tuned.config
 
 
 def test_the_greedy_path_is_not_led_by_a_small_batch_switch(monkeypatch):

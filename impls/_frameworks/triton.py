@@ -2,6 +2,7 @@
 which the harness switches on itself: correct results, no timing claims."""
 import hashlib
 import inspect
+import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -85,24 +86,25 @@ BIT_NEUTRAL = ("persistent", "hints", "prefetch", "early", "reload", "maxnreg")
 class Tuned:
     """A tuner's choice and the table it chose from: every candidate tried, with its
     times on each tuning problem (empty under the interpreter, or with one candidate).
-    ``small``: the config for latency-bound batches, one giving ``config``'s bits (None:
-    the same)."""
+    ``batches``: [rows, config] per tuning problem of a row kernel, the config fastest
+    there among those giving ``config``'s bits (None: ``config`` itself)."""
     config: dict
     table: dict = field(default_factory=dict)
-    small: dict | None = None
+    batches: list = field(default_factory=list)
 
-    def for_rows(self, rows: int, device) -> dict:
-        """The config for a batch of ``rows``: one that fits in a single wave of the
-        small-batch config's tiles (at most one per SM) takes that config, the rest the
-        large-problem one."""
-        if self.small and -(-rows // self.small["rows"]) <= sm_count(device):
-            return {**self.small, "small_batch": True}
-        return self.config
+    def for_rows(self, rows: int) -> dict:
+        """The config for a batch of ``rows``: the one tuned on the problem nearest to it
+        in rows, on a log scale (16 rows: latency-bound; 2048: a few waves; ~256 MiB:
+        bandwidth-bound). All give the same bits, so any batch may take any of them."""
+        if not self.batches:
+            return self.config
+        n, config = min(self.batches, key=lambda b: abs(math.log(max(rows, 1) / b[0])))
+        return {**config, "tuned_for_rows": n} if config else self.config
 
 
-# What the tuner adds to a config when it measures it: its times on the two problems,
+# What the tuner adds to a config when it measures it: its times on the three problems,
 # and a digest of the bits it wrote on the large one (None where there is no output).
-MEASURED = ("us", "small_us", "bits")
+MEASURED = ("us", "mid_us", "small_us", "bits")
 
 
 def config_of(candidate: dict) -> dict:
@@ -188,7 +190,7 @@ def _remembered(key, entry: str | None) -> Tuned | None:
         return None
     try:
         table = {**hit["table"], "source": "cache", "measured_at": hit["measured_at"]}
-        return _tuned.setdefault(key, Tuned(dict(hit["config"]), table, hit["small"]))
+        return _tuned.setdefault(key, Tuned(dict(hit["config"]), table, list(hit["batches"])))
     except (KeyError, TypeError):
         return None   # kept in another form: measure
 
@@ -198,7 +200,7 @@ def _keep(key, entry: str | None, tuned: Tuned) -> Tuned:
     if entry:
         stamped = tuning_cache.store(entry, asdict(tuned))
         tuned = Tuned(tuned.config, {**tuned.table, "source": "measured", "measured_at": stamped["measured_at"]},
-                      tuned.small)
+                      tuned.batches)
     return _tuned.setdefault(key, tuned)
 
 
@@ -299,6 +301,8 @@ MAX_ON_CHIP = 32768
 ROW_TILE = 4096
 SCRATCH_BYTES = 256 << 20   # the tuning problem: large enough to stream from memory
 SMALL_ROWS = 16             # the second tuning problem: a batch too small to fill the GPU
+MID_ROWS = 2048             # the third: a few waves, still latency-bound (r13: 1823x781
+                            # bf16 LayerNorm 8.7 us, 2.8 MB read: 0.7 us of bandwidth)
 SMALL_SLACK = 0.01          # how much large-problem time buys a faster small problem
 TILE_ELEMENTS = 8192        # the most elements of a tile of several rows
 PERSISTENT_PER_SM = 8       # programs per SM of a persistent grid
@@ -435,7 +439,7 @@ def _digest(args) -> str | None:
 
 
 def _ran(candidates: list[dict]) -> list[dict]:
-    return [c for c in candidates if c["us"] is not None and c["small_us"] is not None]
+    return [c for c in candidates if all(c[t] is not None for t in ("us", "mid_us", "small_us"))]
 
 
 def _eligible(candidates: list[dict]) -> list[dict]:
@@ -463,9 +467,10 @@ def _choose(candidates: list[dict]) -> dict:
 def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scratch, bind,
               max_rows: int = 4, options: tuple[str, ...] = (), kernel=None) -> Tuned:
     """Tune a row kernel once per ``key`` (op, variant, cols) and dtype on a scratch
-    problem of ~256 MiB and on a SMALL_ROWS batch, whatever the batch at hand: the
-    choice, and so every row's bits, depend on the row length and dtype only, never on
-    the number of rows (batch invariance). fp16 and bf16 are tuned apart: same bytes, but
+    problem of ~256 MiB, a MID_ROWS batch and a SMALL_ROWS batch, whatever the batch at
+    hand: the choice, and so every row's bits, depend on the row length and dtype only,
+    never on the number of rows (batch invariance); each batch size then takes the
+    config of those bits that was fastest on the problem nearest to it (Tuned.for_rows). fp16 and bf16 are tuned apart: same bytes, but
     their conversions compile to different instructions and register counts, and a few
     registers decide how many programs fit on an SM (sm_90, LayerNorm two_pass at 8192 on
     4 warps: bf16 128 registers, fp16 139, four programs per SM against three; on the
@@ -483,7 +488,8 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     batch of its bits can do too; then
     the best of those without them with a persistent grid (and prefetching, if an option),
     with streaming hints, with early weights and with x reloaded (if options), each step
-    from the best so far; and the fastest of everything measured (_choose)."""
+    from the best so far; and the fastest of everything measured (_choose); and for the
+    two batches, the fastest config that wrote its bits."""
     key = (*key, str(dtype))
     if key in _tuned:
         return _tuned[key]
@@ -500,19 +506,21 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     if remembered := _remembered(key, entry):
         return remembered
     large = max(1, SCRATCH_BYTES // (cols * dtype.itemsize))
-    small = min(SMALL_ROWS, large)
+    mid, small = min(MID_ROWS, large), min(SMALL_ROWS, large)
     problems = {"us": (large, make_scratch(large), TUNING_SAMPLES),
+                "mid_us": (mid, make_scratch(mid), SMALL_TUNING_SAMPLES),
                 "small_us": (small, make_scratch(small), SMALL_TUNING_SAMPLES)}
     candidates = []
 
     def measure(cfg):
         if any(all(c[k] == cfg[k] for k in cfg) for c in candidates):
             return
-        n, args, samples = problems["us"]
-        us = _measure(bind(cfg, args, n), samples)
-        bits = _digest(args) if us is not None else None   # what its last launch wrote
-        n, args, samples = problems["small_us"]
-        candidates.append({**cfg, "us": us, "small_us": _measure(bind(cfg, args, n), samples), "bits": bits})
+        times = {}
+        for name, (n, args, samples) in problems.items():
+            times[name] = _measure(bind(cfg, args, n), samples)
+            if name == "us":   # what its last launch wrote
+                bits = _digest(args) if times[name] is not None else None
+        candidates.append({**cfg, **times, "bits": bits})
 
     for rows, warps in shapes:
         measure(dict(rows=rows, num_warps=warps, persistent=False, hints="plain", **off))
@@ -554,21 +562,21 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
             measure({**path, **toggle})
         path = config_of(_choose([c for c in candidates if plain(c)]))
     best = _choose(candidates)
-    table = {"problems": {"us": f"{large}x{cols}", "small_us": f"{small}x{cols}"},
+    table = {"problems": {"us": f"{large}x{cols}", "mid_us": f"{mid}x{cols}", "small_us": f"{small}x{cols}"},
              "candidates": candidates}
     if broken := _neutral_but_not_same(candidates):
         table["bit_neutral_changed_bits"] = broken   # a switch called neutral is not: say so
     del problems
-    return _keep(key, entry, Tuned(config_of(best), table, _small_batch_config(candidates, best)))
+    batches = [[large, None], [mid, _fastest_of_its_bits(candidates, best, "mid_us")],
+               [small, _fastest_of_its_bits(candidates, best, "small_us")]]
+    return _keep(key, entry, Tuned(config_of(best), table, batches))
 
 
-def _small_batch_config(candidates: list[dict], best: dict) -> dict | None:
-    """Among the candidates that give ``best``'s bits (same_bits), the fastest on the
-    small batch; None if that is ``best`` itself."""
+def _fastest_of_its_bits(candidates: list[dict], best: dict, problem: str) -> dict | None:
+    """Among the candidates that give ``best``'s bits (same_bits), the fastest on
+    ``problem``; None if that is ``best`` itself."""
     family = [c for c in _ran(candidates) if same_bits(c, best)]
-    if not family:
-        return None
-    config = config_of(min(family, key=lambda c: c["small_us"]))
+    config = config_of(min(family, key=lambda c: c[problem]))
     return None if config == config_of(best) else config
 
 

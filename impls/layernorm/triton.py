@@ -186,7 +186,7 @@ def layernorm_launcher(x, weight, bias, eps, out, variant: str):
     tuned = tune_rows(("layernorm", tuned_as, cols), cols, block, on_chip, x.dtype, x.device,
                       scratch, lambda cfg, args, n: bind(cfg, args, n, tuned_as),
                       options=(*ROW_OPTIONS, "reload") if on_chip else (), kernel=_layernorm)
-    cfg = tuned.for_rows(rows, x.device)   # a latency-bound batch may move its bytes differently, same bits
+    cfg = tuned.for_rows(rows)   # the config tuned for the nearest batch size: the same bits
     config = row_config(cfg, block, on_chip)
     if tuned_as != code:
         config["tuned_as"] = "two_pass"

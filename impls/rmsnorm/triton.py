@@ -88,7 +88,7 @@ def rmsnorm_launcher(x, weight, eps, out):
 
     tuned = tune_rows(("rmsnorm", cols), cols, block, on_chip, x.dtype, x.device, scratch, bind,
                       options=(*ROW_OPTIONS, "looped_early") if on_chip else (), kernel=_rmsnorm)
-    cfg = tuned.for_rows(rows, x.device)   # a latency-bound batch may move its bytes differently, same bits
+    cfg = tuned.for_rows(rows)   # the config tuned for the nearest batch size: the same bits
     return configured(bind(cfg, (x, weight, out), rows),
                       row_config(cfg, block, on_chip), tuned.table)
 

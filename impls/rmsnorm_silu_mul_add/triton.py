@@ -140,7 +140,7 @@ def bind_fused(x, weight, u, r, eps, out):
 
     tuned = tune_rows(("rmsnorm_silu_mul_add", cols), cols, block, on_chip, x.dtype, x.device,
                       scratch, bind, options=("early", "looped", "looped_early") if on_chip else (), kernel=_fused)
-    cfg = tuned.for_rows(rows, x.device)   # a latency-bound batch may move its bytes differently, same bits
+    cfg = tuned.for_rows(rows)   # the config tuned for the nearest batch size: the same bits
     return configured(bind(cfg, (x, u, r, out), rows),
                       row_config(cfg, block, on_chip), tuned.table)
 
