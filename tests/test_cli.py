@@ -44,6 +44,16 @@ def test_comma_list_of_impls_runs_them_shape_by_shape(tmp_path):
         [([3000], "eager"), ([3000], "torch_compile"), ([1000], "eager"), ([1000], "torch_compile")]
 
 
+def test_a_variant_filter_keeps_the_impls_that_have_only_one_version(tmp_path):
+    """variant=on_chip: Triton's on_chip softmax against eager's one version, not Triton's
+    other variants."""
+    proc = harness(tmp_path, "op=softmax", "impl=eager,triton", "variant=on_chip", "dtype=fp32",
+                   "shapes=[[3,50]]", "tracking=none", "isolate=false")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [(r["impl"], r["variant"], r["status"]) for r in results(tmp_path)] == \
+        [("eager", "-", "ok"), ("triton", "on_chip", "ok")]
+
+
 def test_multirun_sweeps_over_ops(tmp_path):
     proc = harness(tmp_path, "-m", "op=copy,scale", "impl=eager", "sweep=smoke", "dtype=fp32",
                    "tracking=none", "isolate=false")
