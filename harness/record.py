@@ -36,6 +36,8 @@ class Record:
     spread: float | None = None
     graph_us: float | None = None    # per launch, back-to-back in one CUDA graph (small cases)
     graph_note: str = ""
+    late_samples: int = 0            # timing samples left out: the GPU may have waited on the host
+    spin_us: float | None = None     # the GPU's lead over the host per timing sample
     gbps: float | None = None        # bytes / median time, 10^9 bytes/s
     roof_gbps: float | None = None   # this op's roof, measured on this device
     roof_kind: str = ""

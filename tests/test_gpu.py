@@ -76,6 +76,32 @@ def test_timer_agrees_with_triton_do_bench():
     assert abs(ours.median_us - theirs) / theirs < 0.05, (ours.median_us, theirs)
 
 
+def test_a_slow_host_launch_is_not_inside_the_time():
+    """A launcher that spends 0.3 ms on the host before queueing a ~5 us kernel (a heavy
+    Python wrapper): the spin grows past it and the median stays the kernel's, as for the
+    same kernel launched bare; a launcher that waits for its kernel has every sample late,
+    and the count says so."""
+    import time
+    x = torch.randn(1 << 16, device="cuda")
+    budget = TimingBudget(min_samples=50, max_seconds=0.5)
+
+    def slow():
+        time.sleep(300e-6)
+        x.mul_(1.0)
+
+    def waits():
+        x.mul_(1.0)
+        torch.cuda.synchronize()
+
+    timer = CudaTimer(x.device)
+    bare = timer.time(lambda: x.mul_(1.0), budget, 2 * x.nbytes)
+    padded = timer.time(slow, budget, 2 * x.nbytes)
+    assert padded.spin_us >= 4 * 300 and padded.late_samples <= padded.samples // 10
+    assert padded.median_us < bare.median_us + 2.0, (padded.median_us, bare.median_us)
+    synced = timer.time(waits, budget, 2 * x.nbytes)
+    assert synced.late_samples == synced.samples > 0
+
+
 def test_small_cases_also_get_a_graph_time(gpu_runner):
     rec = gpu_runner.run(CaseSpec("rmsnorm", "eager", "-", "bfloat16", (1, 4096)))
     assert rec.status == "ok" and rec.graph_us is not None and rec.graph_us < rec.median_us + 50
