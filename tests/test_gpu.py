@@ -174,3 +174,10 @@ def test_the_next_process_takes_the_tuned_choice_from_disk(tmp_path):
     assert second["impl_config"] == first["impl_config"]
     assert second["tuning"]["candidates"] == first["tuning"]["candidates"]
     assert fresh["tuning"]["source"] == "measured" and fresh["tuning"]["measured_at"] >= first["tuning"]["measured_at"]
+
+
+def test_compiled_code_prints_the_peer_s_triton_kernel():
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "compiled-code"), "softmax", "16x4096", "fp32"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "@triton.jit" in proc.stderr and "num_warps" in proc.stderr, proc.stderr[-3000:]
