@@ -470,26 +470,27 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     problem of ~256 MiB, a MID_ROWS batch and a SMALL_ROWS batch, whatever the batch at
     hand: the choice, and so every row's bits, depend on the row length and dtype only,
     never on the number of rows (batch invariance); each batch size then takes the
-    config of those bits that was fastest on the problem nearest to it (Tuned.for_rows). fp16 and bf16 are tuned apart: same bytes, but
-    their conversions compile to different instructions and register counts, and a few
-    registers decide how many programs fit on an SM (sm_90, LayerNorm two_pass at 8192 on
-    4 warps: bf16 128 registers, fp16 139, four programs per SM against three; on the
-    H200 r5 measured bf16's config 8% slower in fp16). ``block`` is the kernel's BLOCK
-    (the row, or its column tile); ``make_scratch(rows)`` builds the arguments (the
-    output last: its bits are digested, see same_bits) and
-    ``bind(cfg, args, rows)`` returns a launcher (row_launcher). The choice is kept on
-    disk for ``kernel`` on this device (tuning_cache): later processes take it unmeasured.
+    config of those bits that was fastest on the problem nearest to it (Tuned.for_rows).
+    fp16 and bf16 are tuned apart: same bytes, but their conversions compile to
+    different instructions and register counts, and a few registers decide how many
+    programs fit on an SM (sm_90, LayerNorm two_pass at 8192 on 4 warps: bf16 128
+    registers, fp16 139, four programs per SM against three; on the H200 r5 measured
+    bf16's config 8% slower in fp16). ``block`` is the kernel's BLOCK (the row, or its
+    column tile); ``make_scratch(rows)`` builds the arguments (the output last: its bits
+    are digested, see same_bits) and ``bind(cfg, args, rows)`` returns a launcher
+    (row_launcher). The choice is kept on disk for ``kernel`` on this device
+    (tuning_cache): later processes take it unmeasured.
 
     First every tile shape (rows per tile x warps) one program per tile, without cache
     hints (and, with "looped" among the kernel's ``options``, the LOOPED_SHAPES), each
-    also digesting the bits it wrote on the large problem; those within SMALL_SLACK of the
-    fastest, and every shape that wrote the same bits as one of them, again with the
+    also digesting the bits it wrote on the large problem; those within SMALL_SLACK of
+    the fastest, and every shape that wrote the same bits as one of them, again with the
     SMALL_BATCH_SWITCHES among the options, so that a shape is chosen for what a small
-    batch of its bits can do too; then
-    the best of those without them with a persistent grid (and prefetching, if an option),
-    with streaming hints, with early weights and with x reloaded (if options), each step
-    from the best so far; and the fastest of everything measured (_choose); and for the
-    two batches, the fastest config that wrote its bits."""
+    batch of its bits can do too; then the best of those without them with a persistent
+    grid (and prefetching, if an option), with streaming hints, with early weights and
+    with x reloaded (if options), each step from the best so far; and the fastest of
+    everything measured (_choose); and for the two batches, the fastest config that
+    wrote its bits."""
     key = (*key, str(dtype))
     if key in _tuned:
         return _tuned[key]
