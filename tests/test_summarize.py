@@ -41,3 +41,19 @@ def test_the_matrix_has_a_column_per_dtype_and_marks_what_is_behind(tmp_path):
     assert lines[0] == "| op | shape | bfloat16 | float16 | float32 |"
     assert lines[2] == "| rmsnorm | 16x4096 | 1.250 | - | **0.500** |"   # fp16: no peer ran
     assert len(lines) == 3   # 4096x4096 moves --max-bytes: left out
+
+
+def test_a_ratio_resting_on_a_short_record_of_the_old_timer_is_marked(tmp_path):
+    """No spin_us (timed before the timer's lead followed the host) and under 100 us: the
+    ratio carries a mark and the table a note; timed since, or long, no mark."""
+    records = [rec("triton", 50, median_us=5.0, spin_us=280.0), rec("liger", 40, median_us=6.0),
+               rec("triton", 50, dtype="float32", median_us=5.0, spin_us=280.0),
+               rec("liger", 40, dtype="float32", median_us=6.0, spin_us=600.0),
+               rec("triton", 50, shape=(32768, 4096), median_us=130.0), rec("liger", 40, shape=(32768, 4096),
+                                                                            median_us=160.0)]
+    out = summarize(tmp_path, records, "--matrix")
+    assert "| rmsnorm | 16x4096 | 1.250† | 1.250 |" in out and "| rmsnorm | 32768x4096 | 1.250 |  |" in out
+    assert "before 90fc193" in out
+    out = summarize(tmp_path, records[2:], "--matrix")
+    assert "†" not in out and "before" not in out
+    assert "| 1.250† |" in summarize(tmp_path, records[:2])
