@@ -102,9 +102,11 @@ class Tuned:
         return {**config, "tuned_for_rows": n} if config else self.config
 
 
-# What the tuner adds to a config when it measures it: its times on the three problems,
-# and a digest of the bits it wrote on the large one (None where there is no output).
-MEASURED = ("us", "mid_us", "small_us", "bits")
+# What the tuner adds to a config when it measures it: its times on the three problems
+# (TIMES, by problem: ~256 MiB, MID_ROWS, SMALL_ROWS), and a digest of the bits it wrote
+# on the large one (None where there is no output).
+TIMES = ("us", "mid_us", "small_us")
+MEASURED = (*TIMES, "bits")
 
 
 def config_of(candidate: dict) -> dict:
@@ -439,7 +441,7 @@ def _digest(args) -> str | None:
 
 
 def _ran(candidates: list[dict]) -> list[dict]:
-    return [c for c in candidates if all(c[t] is not None for t in ("us", "mid_us", "small_us"))]
+    return [c for c in candidates if all(c[t] is not None for t in TIMES)]
 
 
 def _eligible(candidates: list[dict]) -> list[dict]:
@@ -516,11 +518,9 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     def measure(cfg):
         if any(all(c[k] == cfg[k] for k in cfg) for c in candidates):
             return
-        times = {}
-        for name, (n, args, samples) in problems.items():
-            times[name] = _measure(bind(cfg, args, n), samples)
-            if name == "us":   # what its last launch wrote
-                bits = _digest(args) if times[name] is not None else None
+        times = {name: _measure(bind(cfg, args, n), samples) for name, (n, args, samples) in problems.items()}
+        # what its last launch on the large problem wrote (each problem has its own output)
+        bits = _digest(problems["us"][1]) if times["us"] is not None else None
         candidates.append({**cfg, **times, "bits": bits})
 
     for rows, warps in shapes:
