@@ -20,6 +20,7 @@ def compile_sm90(fn, signature, constexprs, num_warps, aligned):
     """``aligned``: the pointer args (16-byte aligned, as torch allocates) and the integer
     args that Triton's launcher would see as multiples of 16 (it specializes on that)."""
     constexprs = {"LOAD": "", "STORE": "", **constexprs} if "LOAD" in fn.arg_names else constexprs
+    constexprs = {"PERSISTENT": True, **constexprs} if "PERSISTENT" in fn.arg_names else constexprs
     sig = {**signature, **{k: "constexpr" for k in constexprs}}
     names = list(sig)
     attrs = {(names.index(a),): [["tt.divisibility", 16]] for a in aligned}
@@ -27,6 +28,7 @@ def compile_sm90(fn, signature, constexprs, num_warps, aligned):
                             target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
     ops = collections.Counter(re.sub(r"\.L[12]::[\w:]+", "", m)
                               for m in re.findall(r"(?:ld|st|atom|red)\.global\S*|ex2\.\S+", kernel.asm["ptx"]))
+    ops["bra"] = len(re.findall(r"\bbra(?:\.uni)?\s", kernel.asm["ptx"]))   # loops (and any other branch)
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(kernel.asm["cubin"])
         f.flush()
@@ -110,15 +112,25 @@ def kernels():
 
 
 
+def one_program_per_tile(entries):
+    """The row kernels' on-chip entries again as a grid of one program per tile launches
+    them (PERSISTENT off, so PREFETCH too): named ``<name>:tile``."""
+    return [(f"{name}:tile", fn, sig, {**const, "PERSISTENT": False, "PREFETCH": False}, warps, aligned, vector)
+            for name, fn, sig, const, warps, aligned, vector in entries
+            if const.get("ON_CHIP") or (name.startswith("softmax") and const.get("VARIANT") == 0)]
+
+
 def kernel_functions() -> set[str]:
     return {k[1].__name__ for k in kernels()}
 
 
 def report() -> dict:
     out = {}
-    for name, fn, sig, const, warps, aligned, vector in kernels():
+    entries = kernels()
+    for name, fn, sig, const, warps, aligned, vector in entries + one_program_per_tile(entries):
         const = {k: v for k, v in const.items() if k in fn.arg_names}   # the chain takes no PREFETCH
-        name = f"{name}:{sig.get('x_ptr') or sig.get('a_ptr') or sig.get('p_ptr')}"
+        name, _, tile = name.partition(":")
+        name = f"{name}:{sig.get('x_ptr') or sig.get('a_ptr') or sig.get('p_ptr')}{':' + tile if tile else ''}"
         try:
             ops, local = compile_sm90(fn, sig, const, warps, aligned)
             out[name] = {"ops": dict(ops), "local": local, "vector": vector,

@@ -62,6 +62,16 @@ def test_kernels_compile_for_sm90_with_wide_accesses_and_no_spills(report):
     assert not problems, "\n".join(problems)
 
 
+def test_one_program_per_tile_compiles_to_straight_line_code(report):
+    """A row kernel launched one program per tile has no loop over tiles (program_loop):
+    its first loads wait on no read of the row count and no branch. The persistent form
+    keeps its loop, so the count sees a loop where there is one."""
+    tiles = {name: r for name, r in report.items() if name.endswith(":tile")}
+    assert len(tiles) >= 8, sorted(report)
+    assert {name: r["ops"]["bra"] for name, r in tiles.items() if r["ops"]["bra"]} == {}
+    assert all(report[name.removesuffix(":tile")]["ops"]["bra"] > 0 for name in tiles)
+
+
 def test_every_kernel_has_a_source_hash_for_the_tuning_cache(report):
     """The tuning cache keys a choice by the kernel's source with its callees (Triton's
     cache_key), which exists only off the interpreter: read in the report's process."""

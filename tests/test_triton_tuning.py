@@ -93,6 +93,26 @@ def test_every_row_switch_matches_the_reference(cpu_runner, op, variant, tuning_
         assert {k: rec.impl_config[k] for k in switches} == switches
 
 
+@pytest.mark.parametrize("persistent", [False, True])
+@pytest.mark.parametrize("variant,code", [("on_chip", 0), ("online", 1), ("three_pass", 2)])
+def test_softmax_on_either_grid_matches_the_reference(cpu_runner, variant, code, persistent):
+    """One program per row (no loop in the kernel: program_loop) and a persistent grid
+    walking the rows, forced under the interpreter (which itself always takes the
+    persistent one), through the harness's checks."""
+    from harness.runner import CaseSpec
+    from harness.registry import frameworks
+    frameworks()["triton"].prepare(cpu_runner.device)
+    for shape in ((37, 781), (5, 256)):
+        key = ("softmax", code, shape[1], "torch.bfloat16")
+        fw._tuned[key] = fw.Tuned(dict(rows=1, num_warps=4, hints="plain", persistent=persistent))
+        try:
+            rec = cpu_runner.run(CaseSpec("softmax", "triton", variant, "bfloat16", shape))
+        finally:
+            fw._tuned.pop(key)
+        assert rec.status == "ok" and rec.passed, f"{shape}: {rec.status}: {rec.reason}\n{rec.traceback}"
+        assert rec.impl_config["persistent"] is persistent
+
+
 class _Fp16:
     itemsize = 2
 
@@ -195,7 +215,7 @@ def test_a_row_launcher_works_out_its_grid_and_arguments_once(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")   # every launch dispatches: each is recorded
     class Kernel:
         arg_names = ["x", "rows", "programs", "ROWS", "BLOCK", "ON_CHIP", "EVEN", "PREFETCH", "SPAN",
-                     "LOAD", "STORE"]
+                     "PERSISTENT", "LOAD", "STORE"]
 
         def __init__(self):
             self.grids, self.calls = [], []
@@ -213,13 +233,13 @@ def test_a_row_launcher_works_out_its_grid_and_arguments_once(monkeypatch):
     args, kwargs = k.calls[0]
     assert args == ("x", 37, 19)
     assert kwargs == dict(ROWS=2, num_warps=8, LOAD="evict_first", STORE=".cs", PREFETCH=True, BLOCK=1024,
-                          ON_CHIP=True, EVEN=False, SPAN=0)   # no EARLY: this kernel has none
+                          ON_CHIP=True, EVEN=False, SPAN=0, PERSISTENT=False)   # no EARLY: this kernel has none
     looped = fw.row_launcher(k, {**cfg, "rows": 1, "persistent": True, "loop_block": 256}, 37, None, "x", 37,
                              BLOCK=1024, ON_CHIP=True, EVEN=False)
     looped()
     assert k.grids[-1] == (min(37, fw.PERSISTENT_PER_SM * fw.sm_count(None)),)
-    assert {key: k.calls[-1][1][key] for key in ("BLOCK", "ON_CHIP", "EVEN", "SPAN")} == \
-        dict(BLOCK=256, ON_CHIP=False, EVEN=False, SPAN=1024)
+    assert {key: k.calls[-1][1][key] for key in ("BLOCK", "ON_CHIP", "EVEN", "SPAN", "PERSISTENT")} == \
+        dict(BLOCK=256, ON_CHIP=False, EVEN=False, SPAN=1024, PERSISTENT=True)
 
 
 

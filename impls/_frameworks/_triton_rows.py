@@ -5,6 +5,18 @@ import triton.language as tl
 
 
 @triton.jit
+def program_loop(pid, tiles, programs, PERSISTENT: tl.constexpr):
+    """(end, step) of a program's loop over tiles, ``range(pid, end, step)``. A persistent
+    grid walks tiles pid, pid + programs, ...; a grid of one program per tile takes tile
+    pid alone, and its loop has one static trip that the compiler removes: the first loads
+    then go out without waiting on a read of ``tiles`` from the kernel's parameters and a
+    branch on it (a dependent constant-memory read on a cold launch)."""
+    end = tiles if PERSISTENT else pid + 1
+    step = programs if PERSISTENT else 1
+    return end, step
+
+
+@triton.jit
 def load_row(ptr, base, c, cols, other, EVEN: tl.constexpr, LOAD: tl.constexpr):
     """One on-chip row as fp32: unmasked when the row fills the block (16-byte vector loads)."""
     if EVEN:

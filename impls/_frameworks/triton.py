@@ -389,6 +389,8 @@ def row_launcher(kernel, cfg: dict, rows: int, device, *args, **constexprs):
         constexprs = {**constexprs, "BLOCK": cfg["loop_block"], "ON_CHIP": False, "EVEN": False}
     if "SPAN" in kernel.arg_names:
         constexprs = {**constexprs, "SPAN": span}
+    if "PERSISTENT" in kernel.arg_names:   # one program per tile: no loop (program_loop)
+        constexprs = {**constexprs, "PERSISTENT": bool(cfg["persistent"])}
     if cfg.get("maxnreg"):
         constexprs = {**constexprs, "maxnreg": cfg["maxnreg"]}   # a compile option, not a parameter
     return bound_launch(kernel, (programs,), *args, programs, ROWS=cfg["rows"], num_warps=cfg["num_warps"],

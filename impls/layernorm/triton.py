@@ -21,8 +21,8 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks._triton_rows import (first_tile, load_columns_raw, load_tile, store_tile, tile_input, tile_mask,
-                                            tile_offsets)
+from impls._frameworks._triton_rows import (first_tile, load_columns_raw, load_tile, program_loop, store_tile,
+                                            tile_input, tile_mask, tile_offsets)
 from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_config, row_launcher, tune_rows
 
 
@@ -57,7 +57,8 @@ def _welford_groups(x3, m3, cols, GROUP: tl.constexpr, EVEN: tl.constexpr):
 def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs,
                VARIANT: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr,
                EVEN: tl.constexpr, GROUP: tl.constexpr, PREFETCH: tl.constexpr, EARLY: tl.constexpr,
-               RELOAD: tl.constexpr, SPAN: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr):
+               RELOAD: tl.constexpr, SPAN: tl.constexpr, PERSISTENT: tl.constexpr, LOAD: tl.constexpr,
+               STORE: tl.constexpr):
     """VARIANT 0: welford, 1: two_pass, 2: naive. PREFETCH and EARLY as in the rmsnorm.
     RELOAD: x is read again (from L1/L2, where the first read left it) to normalise,
     instead of being held through the statistics: the Welford merge then needs 64
@@ -67,7 +68,8 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs,
     pid = tl.program_id(0)
     if ON_CHIP:
         ahead = first_tile(x_ptr, pid, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
-        for tile in range(pid, tl.cdiv(rows, ROWS), programs):
+        stop, stride = program_loop(pid, tl.cdiv(rows, ROWS), programs, PERSISTENT)
+        for tile in range(pid, stop, stride):
             x, ahead = tile_input(x_ptr, ahead, tile, programs, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
             offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
             if EARLY:
@@ -110,7 +112,8 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs,
         c = tl.arange(0, BLOCK)
         end = SPAN if SPAN else cols
         UNROLL: tl.constexpr = SPAN // BLOCK if SPAN else 1   # a static trip count: unrolled in Triton's IR
-        for row in range(pid, rows, programs):
+        stop, stride = program_loop(pid, rows, programs, PERSISTENT)
+        for row in range(pid, stop, stride):
             base = tl.cast(row, tl.int64) * cols
             if VARIANT == 0:   # a running Welford update per lane, then the lanes merged
                 n = tl.zeros([BLOCK], tl.float32)

@@ -17,16 +17,16 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks._triton_rows import (first_tile, load_columns_raw, span_offsets, store_tile, sum_of_squares,
-                                            tile_input, tile_offsets)
+from impls._frameworks._triton_rows import (first_tile, load_columns_raw, program_loop, span_offsets, store_tile,
+                                            sum_of_squares, tile_input, tile_offsets)
 from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_config, row_launcher, tune_rows
 
 
 @triton.jit
 def _rmsnorm(x_ptr, g_ptr, y_ptr, rows, cols, eps, programs,
              ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr, EVEN: tl.constexpr,
-             PREFETCH: tl.constexpr, EARLY: tl.constexpr, SPAN: tl.constexpr, LOAD: tl.constexpr,
-             STORE: tl.constexpr):
+             PREFETCH: tl.constexpr, EARLY: tl.constexpr, SPAN: tl.constexpr, PERSISTENT: tl.constexpr,
+             LOAD: tl.constexpr, STORE: tl.constexpr):
     """PREFETCH: the next tile's loads go out before this tile's reduction. EARLY: g is
     loaded with x (one memory latency for a small batch, where it is not in L2 yet) rather
     than after the reduction (fewer live registers); on a looped row that fits in SPAN,
@@ -35,7 +35,8 @@ def _rmsnorm(x_ptr, g_ptr, y_ptr, rows, cols, eps, programs,
     pid = tl.program_id(0)
     if ON_CHIP:
         ahead = first_tile(x_ptr, pid, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
-        for tile in range(pid, tl.cdiv(rows, ROWS), programs):
+        stop, stride = program_loop(pid, tl.cdiv(rows, ROWS), programs, PERSISTENT)
+        for tile in range(pid, stop, stride):
             x, ahead = tile_input(x_ptr, ahead, tile, programs, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
             if EARLY:
                 g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
@@ -49,7 +50,8 @@ def _rmsnorm(x_ptr, g_ptr, y_ptr, rows, cols, eps, programs,
         end = SPAN if SPAN else cols
         UNROLL: tl.constexpr = SPAN // BLOCK if SPAN else 1   # a static trip count: unrolled in Triton's IR
         WHOLE: tl.constexpr = EARLY and SPAN > 0   # the second pass holds the whole row
-        for row in range(pid, rows, programs):
+        stop, stride = program_loop(pid, rows, programs, PERSISTENT)
+        for row in range(pid, stop, stride):
             base = tl.cast(row, tl.int64) * cols
             if WHOLE:   # g's loads go out with x's first pass, not after its reduction
                 span = span_offsets(SPAN, BLOCK)

@@ -15,8 +15,8 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks._triton_rows import (load_columns, load_tile, span_offsets, store_tile, sum_of_squares,
-                                            tile_offsets)
+from impls._frameworks._triton_rows import (load_columns, load_tile, program_loop, span_offsets, store_tile,
+                                            sum_of_squares, tile_offsets)
 from impls._frameworks.triton import configured, launch_1d, row_block, row_config, row_launcher, tune_rows
 from impls.rmsnorm.triton import rmsnorm_launcher
 
@@ -47,14 +47,15 @@ def _tail(x, inv_rms, g, u, r):
 @triton.jit
 def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs,
            ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr, EVEN: tl.constexpr,
-           EARLY: tl.constexpr, SPAN: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr):
+           EARLY: tl.constexpr, SPAN: tl.constexpr, PERSISTENT: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr):
     """EARLY: g (and, on a looped row that fits in SPAN, the whole of g, u and r) loaded
     with x's first pass rather than after its reduction: one memory latency for a small
     batch, more live registers. SPAN (looped rows): a static bound for the column loops,
     as in the rmsnorm."""
     pid = tl.program_id(0)
     if ON_CHIP:   # tiles of ROWS rows, as the Triton rmsnorm
-        for tile in range(pid, tl.cdiv(rows, ROWS), programs):
+        stop, stride = program_loop(pid, tl.cdiv(rows, ROWS), programs, PERSISTENT)
+        for tile in range(pid, stop, stride):
             offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
             x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
             u = load_tile(u_ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
@@ -70,7 +71,8 @@ def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs,
         end = SPAN if SPAN else cols
         UNROLL: tl.constexpr = SPAN // BLOCK if SPAN else 1   # a static trip count: unrolled in Triton's IR
         WHOLE: tl.constexpr = EARLY and SPAN > 0   # the second pass holds the whole row
-        for row in range(pid, rows, programs):
+        stop, stride = program_loop(pid, rows, programs, PERSISTENT)
+        for row in range(pid, stop, stride):
             base = tl.cast(row, tl.int64) * cols
             if WHOLE:   # g, u and r in flight with x's first pass
                 span = span_offsets(SPAN, BLOCK)

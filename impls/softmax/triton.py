@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks._triton_rows import load_row, store_row
+from impls._frameworks._triton_rows import load_row, program_loop, store_row
 from impls._frameworks.triton import configured, row_block, row_launcher, row_tile, tune_rows
 
 _NEG_INF = tl.constexpr(float("-inf"))
@@ -39,13 +39,14 @@ def _online_combine(m0, d0, m1, d1):
 @triton.jit
 def _softmax(x_ptr, y_ptr, rows, cols, programs,
              VARIANT: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, EVEN: tl.constexpr,
-             LOAD: tl.constexpr, STORE: tl.constexpr):
+             PERSISTENT: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr):
     """VARIANT 0: on chip (the row fits in BLOCK), 1: online, 2: three-pass. One row per
     program step (ROWS == 1): a softmax row already keeps exp units busy between loads."""
     tl.static_assert(ROWS == 1)
     pid = tl.program_id(0)
     c = tl.arange(0, BLOCK)
-    for row in range(pid, rows, programs):
+    stop, stride = program_loop(pid, rows, programs, PERSISTENT)
+    for row in range(pid, stop, stride):
         base = tl.cast(row, tl.int64) * cols
         if VARIANT == 0:
             x = load_row(x_ptr, base, c, cols, float("-inf"), EVEN, LOAD)
