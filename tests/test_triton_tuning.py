@@ -42,6 +42,12 @@ def test_choose_prefers_the_large_problem_then_the_small_one():
     # a small-batch gain never buys more than SMALL_SLACK of large-problem time
     table = [cand(1, 100.0, 5.0), cand(2, 102.0, 1.0)]
     assert fw._choose(table)["rows"] == 1
+    # small-batch times within SMALL_TIE are a tie: the large problem decides (H200, softmax
+    # 16384x8192 bf16: 16 warps 129.06 us / 5.34 us at 16 rows, 8 warps 129.89 / 5.31)
+    table = [cand(1, 129.89, 5.31), cand(2, 129.06, 5.34), cand(4, 129.86, 5.41)]
+    assert fw._choose(table)["rows"] == 2
+    table = [cand(1, 129.89, 5.31), cand(2, 129.06, 5.38)]   # 1.3% apart: the small batch decides
+    assert fw._choose(table)["rows"] == 1
 
 
 def test_choose_skips_configs_that_did_not_run_and_says_when_none_did():

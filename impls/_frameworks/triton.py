@@ -306,6 +306,10 @@ SMALL_ROWS = 16             # the second tuning problem: a batch too small to fi
 MID_ROWS = 2048             # the third: a few waves, still latency-bound (r13: 1823x781
                             # bf16 LayerNorm 8.7 us, 2.8 MB read: 0.7 us of bandwidth)
 SMALL_SLACK = 0.01          # how much large-problem time buys a faster small problem
+SMALL_TIE = 0.01            # small-problem times this close are equal: ~0.05 us at 5 us, about
+                            # the median's uncertainty over 1000 samples and 1.5 ticks of the
+                            # 32 ns event clock (softmax 16384x8192 bf16, H200: 8 warps' 5.31
+                            # us at 16 rows against 16 warps' 5.34 cost 0.6% at 256 MiB)
 TILE_ELEMENTS = 8192        # the most elements of a tile of several rows
 PERSISTENT_PER_SM = 8       # programs per SM of a persistent grid
 
@@ -456,16 +460,16 @@ def _eligible(candidates: list[dict]) -> list[dict]:
 
 
 def _choose(candidates: list[dict]) -> dict:
-    """The large-problem candidate: among those within SMALL_SLACK of the fastest, one
+    """The large-problem candidate: among those within SMALL_SLACK of the fastest, those
     whose bits a small batch runs fastest (with whichever config of those bits suits it:
-    a batch may take it, see Tuned.for_rows), and of those the fastest on the large
-    problem. One config's bits serve every batch."""
+    a batch may take it, see Tuned.for_rows; within SMALL_TIE counts as fastest), and of
+    those the fastest on the large problem. One config's bits serve every batch."""
     ran, eligible = _ran(candidates), _eligible(candidates)
 
     def small(c):   # the best a small batch with c's bits did
         return min(d["small_us"] for d in ran if same_bits(c, d))
     best_small = min(small(c) for c in eligible)
-    return min((c for c in eligible if small(c) == best_small), key=lambda c: c["us"])
+    return min((c for c in eligible if small(c) <= best_small * (1 + SMALL_TIE)), key=lambda c: c["us"])
 
 
 def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scratch, bind,
