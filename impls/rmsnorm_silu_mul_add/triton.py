@@ -51,7 +51,8 @@ def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs,
     """EARLY: g (and, on a looped row that fits in SPAN, the whole of g, u and r) loaded
     with x's first pass rather than after its reduction: one memory latency for a small
     batch, more live registers. SPAN (looped rows): a static bound for the column loops,
-    as in the rmsnorm."""
+    as in the rmsnorm. LOAD: the eviction policy of the operands read once (x, u and r on
+    chip; u and r in a looped row, whose x is kept in L2 for its second pass)."""
     pid = tl.program_id(0)
     if ON_CHIP:   # tiles of ROWS rows, as the Triton rmsnorm
         stop, stride = program_loop(pid, tl.cdiv(rows, ROWS), programs, PERSISTENT)
@@ -78,8 +79,8 @@ def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs,
                 span = span_offsets(SPAN, BLOCK)
                 m = span < cols
                 g = tl.load(g_ptr + span, mask=m, other=0.0)
-                u = tl.load(u_ptr + base + span, mask=m, other=0.0)
-                r = tl.load(r_ptr + base + span, mask=m, other=0.0)
+                u = tl.load(u_ptr + base + span, mask=m, other=0.0, eviction_policy=LOAD)
+                r = tl.load(r_ptr + base + span, mask=m, other=0.0, eviction_policy=LOAD)
             inv_rms = tl.math.rsqrt(sum_of_squares(x_ptr, base, cols, BLOCK, SPAN) / cols + eps)
             if WHOLE:
                 x = tl.load(x_ptr + base + span, mask=m, other=0.0, eviction_policy="evict_first").to(tl.float32)
@@ -91,8 +92,10 @@ def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs,
                     x = tl.load(x_ptr + base + start + c, mask=m, other=0.0,
                                 eviction_policy="evict_first").to(tl.float32)
                     g = tl.load(g_ptr + start + c, mask=m, other=0.0, eviction_policy="evict_last").to(tl.float32)
-                    u = tl.load(u_ptr + base + start + c, mask=m, other=0.0).to(tl.float32)
-                    r = tl.load(r_ptr + base + start + c, mask=m, other=0.0).to(tl.float32)
+                    # u and r are read once: with streaming hints (LOAD) they need not
+                    # displace the rows x keeps in L2 for this pass
+                    u = tl.load(u_ptr + base + start + c, mask=m, other=0.0, eviction_policy=LOAD).to(tl.float32)
+                    r = tl.load(r_ptr + base + start + c, mask=m, other=0.0, eviction_policy=LOAD).to(tl.float32)
                     y = _tail(x, inv_rms, g, u, r).to(y_ptr.dtype.element_ty)
                     tl.store(y_ptr + base + start + c, y, mask=m, cache_modifier=STORE)
 
