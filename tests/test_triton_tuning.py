@@ -77,25 +77,35 @@ SWITCHES = [dict(rows=1, persistent=False, prefetch=False, early=False, loop_blo
             dict(rows=1, persistent=False, prefetch=False, early=True, loop_block=64, maxnreg=32)]
 
 
+def _run_forced(cpu_runner, op: str, variant: str, tuning_key: tuple, config: dict) -> list:
+    """Run a Triton row op under the interpreter with ``config`` forced as the tuner's
+    choice, at a ragged shape (masked columns, a last tile short of rows) and a small one,
+    through the harness's checks; each record must pass. Returns the records."""
+    from harness.runner import CaseSpec
+    from harness.registry import frameworks
+    frameworks()["triton"].prepare(cpu_runner.device)
+    records = []
+    for shape in ((37, 781), (5, 256)):
+        key = (*tuning_key, shape[1], "torch.bfloat16")
+        fw._tuned[key] = fw.Tuned(config)
+        try:
+            rec = cpu_runner.run(CaseSpec(op, "triton", variant, "bfloat16", shape))
+        finally:
+            fw._tuned.pop(key)
+        assert rec.status == "ok" and rec.passed, f"{shape}: {rec.status}: {rec.reason}\n{rec.traceback}"
+        records.append(rec)
+    return records
+
+
 @pytest.mark.parametrize("switches", SWITCHES, ids=lambda s: "-".join(f"{k}{int(v)}" for k, v in s.items()))
 @pytest.mark.parametrize("op,variant,tuning_key", [("rmsnorm", "-", ("rmsnorm",)),
                                                    ("layernorm", "welford", ("layernorm", 0)),
                                                    ("layernorm", "two_pass", ("layernorm", 1)),
                                                    ("rmsnorm_silu_mul_add", "fused", ("rmsnorm_silu_mul_add",))])
 def test_every_row_switch_matches_the_reference(cpu_runner, op, variant, tuning_key, switches):
-    from harness.runner import CaseSpec
-    from harness.registry import frameworks
-    frameworks()["triton"].prepare(cpu_runner.device)
     if op == "layernorm":   # x read again after the statistics: on for half of the sets
         switches = {**switches, "reload": not switches["early"]}
-    for shape in ((37, 781), (5, 256)):
-        key = (*tuning_key, shape[1], "torch.bfloat16")
-        fw._tuned[key] = fw.Tuned(dict(num_warps=4, hints="plain", **switches))
-        try:
-            rec = cpu_runner.run(CaseSpec(op, "triton", variant, "bfloat16", shape))
-        finally:
-            fw._tuned.pop(key)
-        assert rec.status == "ok" and rec.passed, f"{shape}: {rec.status}: {rec.reason}\n{rec.traceback}"
+    for rec in _run_forced(cpu_runner, op, variant, tuning_key, dict(num_warps=4, hints="plain", **switches)):
         assert {k: rec.impl_config[k] for k in switches} == switches
 
 
@@ -105,17 +115,8 @@ def test_softmax_on_either_grid_matches_the_reference(cpu_runner, variant, code,
     """One program per row (no loop in the kernel: program_loop) and a persistent grid
     walking the rows, forced under the interpreter (which itself always takes the
     persistent one), through the harness's checks."""
-    from harness.runner import CaseSpec
-    from harness.registry import frameworks
-    frameworks()["triton"].prepare(cpu_runner.device)
-    for shape in ((37, 781), (5, 256)):
-        key = ("softmax", code, shape[1], "torch.bfloat16")
-        fw._tuned[key] = fw.Tuned(dict(rows=1, num_warps=4, hints="plain", persistent=persistent))
-        try:
-            rec = cpu_runner.run(CaseSpec("softmax", "triton", variant, "bfloat16", shape))
-        finally:
-            fw._tuned.pop(key)
-        assert rec.status == "ok" and rec.passed, f"{shape}: {rec.status}: {rec.reason}\n{rec.traceback}"
+    config = dict(rows=1, num_warps=4, hints="plain", persistent=persistent)
+    for rec in _run_forced(cpu_runner, "softmax", variant, ("softmax", code), config):
         assert rec.impl_config["persistent"] is persistent
 
 
