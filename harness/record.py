@@ -38,6 +38,8 @@ class Record:
     graph_note: str = ""
     late_samples: int = 0            # timing samples left out: the GPU may have waited on the host
     spin_us: float | None = None     # the GPU's lead over the host per timing sample
+    median_lo_us: float | None = None   # the median's 95% interval over this run's samples
+    median_hi_us: float | None = None
     gbps: float | None = None        # bytes / median time, 10^9 bytes/s
     roof_gbps: float | None = None   # this op's roof, measured on this device
     roof_kind: str = ""

@@ -186,6 +186,7 @@ class Runner:
         rec.median_us, rec.p10_us, rec.p90_us = t.median_us, t.p10_us, t.p90_us
         rec.graph_us, rec.graph_note = t.graph_us, t.graph_note
         rec.late_samples, rec.spin_us = t.late_samples, t.spin_us
+        rec.median_lo_us, rec.median_hi_us = t.median_lo_us, t.median_hi_us
         if interpreted:
             rec.graph_note = "interpreter: wall-clock time of the interpreter, no bandwidth claimed"
             return

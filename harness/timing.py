@@ -14,11 +14,13 @@ On a GPU each sample is: a spin kernel, an L2 flush, start event, the launch, en
   and the spin doubled. (r15, a fixed 0.1 ms spin: Liger's RMSNorm at 16x4096 bf16 timed
   at a median of 21.0 us, p90 82 us, where the same kernel takes 4.5-5.2.)
 Samples are taken in batches until the spread (p90 - p10) / median is small enough, or
-the per-case time budget or the sample cap is reached. Small cases are also timed as a
+the per-case time budget or the sample cap is reached. The median comes with a 95%
+interval (``median_lo_us``..``median_hi_us``) for the run's own sampling noise. Small cases are also timed as a
 CUDA graph of back-to-back launches (warm L2, no launch gaps): ``graph_us`` per launch.
 """
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import dataclass
@@ -49,6 +51,8 @@ class Timing:
     graph_note: str = ""
     late_samples: int = 0       # left out: the GPU may have waited on the host inside them
     spin_us: float | None = None  # the GPU's lead per sample, at the end
+    median_lo_us: float | None = None   # the median's 95% interval (median_interval)
+    median_hi_us: float | None = None
 
 
 def _quantile(sorted_xs: list[float], q: float) -> float:
@@ -60,13 +64,29 @@ def _quantile(sorted_xs: list[float], q: float) -> float:
     return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
 
 
+def median_interval(sorted_xs: list[float]) -> tuple[float, float]:
+    """A 95% confidence interval of the median that assumes nothing about the samples'
+    distribution (a kernel's times are skewed and often in modes): the number of samples
+    below the true median is binomial(n, 1/2), so the order statistics ranked
+    n/2 -+ 1.96 sqrt(n)/2 bracket it 95% of the time (normal approximation; a handful of
+    samples gives [min, max]). Samples are taken as independent: this is the run's own
+    noise. Runs apart can differ by more (clocks, memory placement; docs/results)."""
+    n = len(sorted_xs)
+    half = 1.96 * math.sqrt(n) / 2
+    lo = max(0, math.floor(n / 2 - half) - 1)      # ranks counted from 1, indices from 0
+    hi = min(n - 1, math.ceil(n / 2 + half))
+    return sorted_xs[lo], sorted_xs[hi]
+
+
 def summarize(samples_us: list[float], timer: str) -> Timing:
     if not samples_us:
         raise RuntimeError("no timing sample was taken")
     xs = sorted(samples_us)
     med = statistics.median(xs)
     p10, p90 = _quantile(xs, 0.10), _quantile(xs, 0.90)
-    return Timing(timer, med, p10, p90, len(xs), (p90 - p10) / med if med > 0 else 0.0)
+    lo, hi = median_interval(xs)
+    return Timing(timer, med, p10, p90, len(xs), (p90 - p10) / med if med > 0 else 0.0,
+                  median_lo_us=lo, median_hi_us=hi)
 
 
 def _done(samples: list[float], budget: TimingBudget, started: float) -> bool:
@@ -110,16 +130,21 @@ class CudaTimer:
         torch.cuda._sleep(int(50 * n * self.cycles_per_us()))   # the queue never waits on the GPU
         t = time.perf_counter()
         for start, end in events:
-            self.flush()
-            start.record()
-            launch()
-            end.record()
+            self._queue(launch, start, end)
         host = (time.perf_counter() - t) / n * 1e6
         torch.cuda.synchronize(self.device)
         return host
 
     def flush(self) -> None:
         torch.sum(self.flush_buf, dim=0, out=self.flush_out)   # read-only sweep: evicts, dirties nothing
+
+    def _queue(self, launch, start, end) -> None:
+        """Queue one sample: the L2 flush, then the launch between its two events (what
+        host_us measures the host's time for, and what time() times)."""
+        self.flush()
+        start.record()
+        launch()
+        end.record()
 
     def time(self, launch, budget: TimingBudget, nbytes: int) -> Timing:
         torch.cuda.synchronize(self.device)
@@ -141,10 +166,7 @@ class CudaTimer:
             for spun, start, end in events:
                 torch.cuda._sleep(cycles)
                 spun.record()
-                self.flush()
-                start.record()
-                launch()
-                end.record()
+                self._queue(launch, start, end)
                 spun_before_queued.append(spun.query())   # the GPU may be waiting on us
             torch.cuda.synchronize(self.device)
             for (_, start, end), was_late in zip(events, spun_before_queued):

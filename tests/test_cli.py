@@ -18,7 +18,7 @@ def test_every_op_runs_eager_on_the_smoke_sweep_and_logs_to_mlflow(tmp_path):
     assert {r["status"] for r in recs if not r["negative_control"]} == {"ok"}
     assert all(r["status"] == "fail" for r in recs if r["negative_control"] and r["shape"][1] > 7)
     required = ["op", "impl", "variant", "dtype", "shape", "bytes", "status", "reason", "median_us",
-                "p10_us", "p90_us", "samples", "gbps", "roof_gbps", "pct_roof", "max_abs_err",
+                "median_lo_us", "median_hi_us", "p10_us", "p90_us", "samples", "gbps", "roof_gbps", "pct_roof", "max_abs_err",
                 "max_rel_err", "passed", "n_distinct", "max_ulp_spread", "deterministic",
                 "batch_invariant", "provenance"]
     for r in recs:
@@ -40,8 +40,10 @@ def test_comma_list_of_impls_runs_them_shape_by_shape(tmp_path):
     proc = harness(tmp_path, "op=copy", "impl=eager,torch_compile", "sweep=smoke", "dtype=bf16",
                    "shapes=[[3000],[1000]]", "tracking=none", "isolate=false")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert [(r["shape"], r["impl"]) for r in results(tmp_path)] == \
+    recs = results(tmp_path)
+    assert [(r["shape"], r["impl"]) for r in recs] == \
         [([3000], "eager"), ([3000], "torch_compile"), ([1000], "eager"), ([1000], "torch_compile")]
+    assert all(r["median_lo_us"] <= r["median_us"] <= r["median_hi_us"] for r in recs)   # the median's interval
 
 
 def test_a_variant_filter_keeps_the_impls_that_have_only_one_version(tmp_path):

@@ -95,6 +95,7 @@ def test_a_slow_host_launch_is_not_inside_the_time():
 
     timer = CudaTimer(x.device)
     bare = timer.time(lambda: x.mul_(1.0), budget, 2 * x.nbytes)
+    assert bare.median_lo_us <= bare.median_us <= bare.median_hi_us <= bare.p90_us   # the median's interval
     padded = timer.time(slow, budget, 2 * x.nbytes)
     assert padded.spin_us >= 4 * 300 and padded.late_samples <= padded.samples // 10
     assert padded.median_us < bare.median_us + 2.0, (padded.median_us, bare.median_us)

@@ -57,3 +57,19 @@ def test_a_ratio_resting_on_a_short_record_of_the_old_timer_is_marked(tmp_path):
     out = summarize(tmp_path, records[2:], "--matrix")
     assert "†" not in out and "before" not in out
     assert "| 1.250† |" in summarize(tmp_path, records[:2])
+
+
+def test_a_ratio_whose_median_intervals_overlap_is_marked_as_unresolved(tmp_path):
+    """Overlapping 95% intervals: the ratio is marked whichever way it points, with a note;
+    disjoint intervals, or records without intervals, are not."""
+    def timed(impl, gbps, lo, hi, **kw):
+        return rec(impl, gbps, median_us=(lo + hi) / 2, spin_us=300.0, median_lo_us=lo, median_hi_us=hi, **kw)
+    records = [timed("triton", 99, 4.70, 4.74), timed("liger", 100, 4.67, 4.71),                  # overlap
+               timed("triton", 97, 6.96, 7.00, dtype="float16"), timed("liger", 100, 6.80, 6.84, dtype="float16"),
+               rec("triton", 99, dtype="float32", median_us=5.0, spin_us=300.0), rec("liger", 100, dtype="float32",
+                                                                                     median_us=5.0, spin_us=300.0)]
+    out = summarize(tmp_path, records, "--matrix")
+    assert "| rmsnorm | 16x4096 | **0.990**≈ | **0.970** | **0.990** |" in out
+    assert "intervals overlap" in out
+    assert "| 0.990≈ |" in summarize(tmp_path, records[:2])
+    assert "≈" not in summarize(tmp_path, records[2:])
