@@ -15,8 +15,9 @@ On a GPU each sample is: a spin kernel, an L2 flush, start event, the launch, en
   at a median of 21.0 us, p90 82 us, where the same kernel takes 4.5-5.2.)
 Samples are taken in batches until the spread (p90 - p10) / median is small enough, or
 the per-case time budget or the sample cap is reached. The median comes with a 95%
-interval (``median_lo_us``..``median_hi_us``) for the run's own sampling noise. Small cases are also timed as a
-CUDA graph of back-to-back launches (warm L2, no launch gaps): ``graph_us`` per launch.
+interval (``median_lo_us``..``median_hi_us``) for the run's own sampling noise. Small
+cases are also timed as a CUDA graph of back-to-back launches (warm L2, no launch gaps):
+``graph_us`` per launch.
 """
 from __future__ import annotations
 
