@@ -297,6 +297,12 @@ def launch_1d(kernel, args: tuple, n: int, key, device, extra: dict | None = Non
 
 # --- row ops (softmax, norms, the chain): tiles of rows, one per program step ----------
 
+# Every row kernel takes the row length, cols, as a constexpr: one compile per row length
+# (the tuner measures per row length anyway), and a padded block's masks (781 columns in
+# a block of 1024) fold at compile time register by register, so the padding costs no
+# loads, exps, adds or stores. On sm_90 the 1-warp softmax at 781 bf16 compiles to 392
+# instructions on 37 registers instead of 656 on 72, LayerNorm two_pass to 704 on 79
+# instead of 992 on 134 (torch.compile's kernel, also specialised on 781: 832 on 80).
 # Rows up to this many elements stay in registers (one read of x); longer rows are
 # walked in tiles of ROW_TILE with a column loop (x read again from L2 or memory).
 MAX_ON_CHIP = 32768

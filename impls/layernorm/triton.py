@@ -54,7 +54,7 @@ def _welford_groups(x3, m3, cols, GROUP: tl.constexpr, EVEN: tl.constexpr):
 
 
 @triton.jit
-def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs,
+def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols: tl.constexpr, eps, programs,
                VARIANT: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr,
                EVEN: tl.constexpr, GROUP: tl.constexpr, PREFETCH: tl.constexpr, EARLY: tl.constexpr,
                RELOAD: tl.constexpr, SPAN: tl.constexpr, PERSISTENT: tl.constexpr, LOAD: tl.constexpr,

@@ -23,7 +23,7 @@ from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_con
 
 
 @triton.jit
-def _rmsnorm(x_ptr, g_ptr, y_ptr, rows, cols, eps, programs,
+def _rmsnorm(x_ptr, g_ptr, y_ptr, rows, cols: tl.constexpr, eps, programs,
              ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr, EVEN: tl.constexpr,
              PREFETCH: tl.constexpr, EARLY: tl.constexpr, SPAN: tl.constexpr, PERSISTENT: tl.constexpr,
              LOAD: tl.constexpr, STORE: tl.constexpr):

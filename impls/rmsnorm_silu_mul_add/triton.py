@@ -45,7 +45,7 @@ def _tail(x, inv_rms, g, u, r):
 
 
 @triton.jit
-def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs,
+def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols: tl.constexpr, eps, programs,
            ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr, EVEN: tl.constexpr,
            EARLY: tl.constexpr, SPAN: tl.constexpr, PERSISTENT: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr):
     """EARLY: g (and, on a looped row that fits in SPAN, the whole of g, u and r) loaded

@@ -37,7 +37,7 @@ def _online_combine(m0, d0, m1, d1):
 
 
 @triton.jit
-def _softmax(x_ptr, y_ptr, rows, cols, programs,
+def _softmax(x_ptr, y_ptr, rows, cols: tl.constexpr, programs,
              VARIANT: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, EVEN: tl.constexpr,
              PERSISTENT: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr):
     """VARIANT 0: on chip (the row fits in BLOCK), 1: online, 2: three-pass. One row per
@@ -51,6 +51,8 @@ def _softmax(x_ptr, y_ptr, rows, cols, programs,
         if VARIANT == 0:
             x = load_row(x_ptr, base, c, cols, float("-inf"), EVEN, LOAD)
             numerator = tl.exp(x - tl.max(x, 0))
+            if not EVEN:   # 0 past the row, known at compile time: no exp, add or store for the padding
+                numerator = tl.where(c < cols, numerator, 0.0)
             store_row(y_ptr, base, c, cols, numerator * (1.0 / tl.sum(numerator, 0)), EVEN, STORE)
         else:
             if VARIANT == 1:   # online: one pass for (max, sum)
