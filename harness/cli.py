@@ -109,8 +109,7 @@ def run(cfg: DictConfig) -> int:
                 tracker_note = f"MLflow logging failed: {type(e).__name__}: {str(e)[:300]}"
                 print(f"harness: {tracker_note}; the rest stays in {jsonl.path}", file=sys.stderr)
                 tracker = None
-    if runner is not None and hasattr(runner, "stop"):
-        runner.stop(kill=interrupted)
+    interrupted = _stop(runner, interrupted)
 
     table = console.render(records)
     print(table)
@@ -135,6 +134,22 @@ def run(cfg: DictConfig) -> int:
     bad = sum(v for k, v in counts.items() if k in ("fail", "error", "crash", "timeout", "oom"))
     bad -= sum(1 for r in records if r.negative_control and r.status == "fail")
     return 1 if cfg.strict and bad else 0
+
+
+def _stop(runner, interrupted: bool) -> bool:
+    """Stop the case runner (an isolated one's worker process); whether the run was
+    interrupted. A SIGINT while the worker winds down (a time limit landing just after
+    the last case: r29 on the H200 lost its table so, its records safe in the JSONL)
+    kills the worker instead, and the table and the MLflow parent run still follow."""
+    if runner is None or not hasattr(runner, "stop"):
+        return interrupted
+    try:
+        runner.stop(kill=interrupted)
+    except KeyboardInterrupt:
+        print("harness: interrupted while the worker stopped: killed it", file=sys.stderr)
+        runner.stop(kill=True)
+        return True
+    return interrupted
 
 
 def _runner(cfg: DictConfig, device, settings: Settings):

@@ -159,3 +159,24 @@ def test_static_shapes_leave_the_rows_unmarked(monkeypatch):
         t = torch.zeros(3, 4)
         torch_compile.rows_dynamic(t)
         assert (0 in getattr(t, "_dynamo_weak_dynamic_indices", set())) == marked
+
+
+def test_a_sigint_while_the_worker_stops_kills_it_and_the_run_goes_on():
+    """A time limit's SIGINT landing after the last case, in the worker's join: the run
+    kills the worker and goes on to its table (r29 lost it), saying it was interrupted."""
+    from harness.cli import _stop
+
+    class SlowToStop:
+        def __init__(self):
+            self.calls = []
+
+        def stop(self, kill=False):
+            self.calls.append(kill)
+            if not kill:
+                raise KeyboardInterrupt
+
+    runner = SlowToStop()
+    assert _stop(runner, interrupted=False) is True
+    assert runner.calls == [False, True]
+    calm = type("Calm", (), {"stop": lambda self, kill=False: None})()
+    assert _stop(calm, interrupted=False) is False and _stop(None, interrupted=True) is True
