@@ -21,6 +21,7 @@ def compile_sm90(fn, signature, constexprs, num_warps, aligned):
     args that Triton's launcher would see as multiples of 16 (it specializes on that)."""
     constexprs = {"LOAD": "", "STORE": "", **constexprs} if "LOAD" in fn.arg_names else constexprs
     constexprs = {"PERSISTENT": True, **constexprs} if "PERSISTENT" in fn.arg_names else constexprs
+    constexprs = {"COLS": 0, **constexprs} if "COLS" in fn.arg_names else constexprs   # any row length
     sig = {**signature, **{k: "constexpr" for k in constexprs}}
     names = list(sig)
     attrs = {(names.index(a),): [["tt.divisibility", 16]] for a in aligned}
@@ -33,7 +34,11 @@ def compile_sm90(fn, signature, constexprs, num_warps, aligned):
         f.write(kernel.asm["cubin"])
         f.flush()
         usage = subprocess.run([CUOBJDUMP, "-res-usage", f.name], capture_output=True, text=True).stdout
+        sass = subprocess.run([CUOBJDUMP, "-sass", f.name], capture_output=True, text=True).stdout
     local = int(re.search(r"LOCAL:(\d+)", usage).group(1))
+    # what ptxas kept: SASS opcodes (LDG, STG, MUFU, ...), predicated or not
+    ops.update({f"sass:{op}": n for op, n in collections.Counter(
+        re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9]*)", sass)).items()})
     return ops, local
 
 
@@ -45,7 +50,7 @@ def kernels():
     from impls.scale.triton import _scale
     from impls.softmax.triton import _softmax
     from impls.sum.triton import _reduce_partials, _reduce_tiles
-    row = {"rows": "i32", "programs": "i32"}   # cols: a constexpr, in each entry
+    row = {"rows": "i32", "cols": "i32", "programs": "i32"}
     XY = ("x_ptr", "y_ptr")
     out = []
     for dt in ("bf16", "fp32"):
@@ -64,52 +69,61 @@ def kernels():
         ]
         group = 8 if dt == "bf16" else 4
         for cols, rows, warps in ((4096, 2, 8), (16384, 1, 32)):
-            on_chip = {"cols": cols, "ROWS": rows, "BLOCK": cols, "ON_CHIP": True, "EVEN": True, "SPAN": 0}
+            on_chip = {"ROWS": rows, "BLOCK": cols, "ON_CHIP": True, "EVEN": True, "SPAN": 0}
             out += [
                 (f"rmsnorm{cols}", _rmsnorm, {"x_ptr": p, "g_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
-                 {**on_chip, "PREFETCH": True, "EARLY": True}, warps, ("x_ptr", "g_ptr", "y_ptr"), True),
+                 {**on_chip, "PREFETCH": True, "EARLY": True}, warps, ("x_ptr", "g_ptr", "y_ptr", "cols"), True),
                 (f"chain{cols}", _fused, {"x_ptr": p, "g_ptr": p, "u_ptr": p, "r_ptr": p, "y_ptr": p, **row,
                                           "eps": "fp32"}, {**on_chip, "EARLY": rows == 1}, warps,
-                 ("x_ptr", "g_ptr", "u_ptr", "r_ptr", "y_ptr"), True),
+                 ("x_ptr", "g_ptr", "u_ptr", "r_ptr", "y_ptr", "cols"), True),
             ]
             for v in (0, 1, 2):
                 out.append((f"softmax{cols}v{v}", _softmax, {"x_ptr": p, "y_ptr": p, **row},
-                            {"cols": cols, "VARIANT": v, "ROWS": 1, "BLOCK": cols if v == 0 else 4096, "EVEN": v == 0},
+                            {"VARIANT": v, "ROWS": 1, "BLOCK": cols if v == 0 else 4096, "EVEN": v == 0},
                             warps if v == 0 else 8,
-                            ("x_ptr", "y_ptr"), True))
+                            ("x_ptr", "y_ptr", "cols"), True))
                 out.append((f"layernorm{cols}v{v}", _layernorm,
                             {"x_ptr": p, "g_ptr": p, "b_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
                             {"VARIANT": v, **on_chip, "GROUP": group, "PREFETCH": v == 0, "EARLY": v == 1,
                              "RELOAD": v != 1},
-                            warps, ("x_ptr", "g_ptr", "b_ptr", "y_ptr"), True))
+                            warps, ("x_ptr", "g_ptr", "b_ptr", "y_ptr", "cols"), True))
         looped = {"ROWS": 1, "BLOCK": 4096, "ON_CHIP": False, "EVEN": False, "PREFETCH": False, "EARLY": False,
                   "RELOAD": False, "SPAN": 0}
-        static = {**looped, "cols": 16000, "SPAN": 16384}   # a row that fits on chip, walked in unrolled column tiles
+        static = {**looped, "SPAN": 16384}   # a row that fits on chip, walked in unrolled column tiles
         for name, fn, sig, extra in (
                 ("rmsnorm", _rmsnorm, {"x_ptr": p, "g_ptr": p, "y_ptr": p}, {}),
                 ("chain", _fused, {"x_ptr": p, "g_ptr": p, "u_ptr": p, "r_ptr": p, "y_ptr": p}, {}),
                 ("layernorm_welford", _layernorm, {"x_ptr": p, "g_ptr": p, "b_ptr": p, "y_ptr": p}, {"VARIANT": 0}),
                 ("layernorm_two_pass", _layernorm, {"x_ptr": p, "g_ptr": p, "b_ptr": p, "y_ptr": p}, {"VARIANT": 1})):
             out.append((f"{name}_looped_static", fn, {**sig, **row, "eps": "fp32"},
-                        {**static, "GROUP": group, **extra}, 16, tuple(sig), True))
+                        {**static, "GROUP": group, **extra}, 16, (*sig, "cols"), True))
             if name in ("rmsnorm", "chain"):   # a small batch: the whole row's other operands up front
                 out.append((f"{name}_looped_static_early", fn, {**sig, **row, "eps": "fp32"},
-                            {**static, "EARLY": True}, 16, tuple(sig), True))
+                            {**static, "EARLY": True}, 16, (*sig, "cols"), True))
         out.append(("rmsnorm_looped", _rmsnorm, {"x_ptr": p, "g_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
-                    {**looped, "cols": 65535}, 8, ("x_ptr", "g_ptr", "y_ptr"), False))
+                    looped, 8, ("x_ptr", "g_ptr", "y_ptr"), False))
         out.append(("rmsnorm_looped_aligned", _rmsnorm, {"x_ptr": p, "g_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
-                    {**looped, "cols": 65536, "BLOCK": 2048}, 8, ("x_ptr", "g_ptr", "y_ptr"), True))
+                    {**looped, "BLOCK": 2048}, 8, ("x_ptr", "g_ptr", "y_ptr", "cols"), True))
         out.append(("layernorm_looped_two_pass", _layernorm,
                     {"x_ptr": p, "g_ptr": p, "b_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
-                    {"VARIANT": 1, **looped, "cols": 65536, "BLOCK": 2048, "GROUP": group}, 8,
-                    ("x_ptr", "g_ptr", "b_ptr", "y_ptr"), True))
+                    {"VARIANT": 1, **looped, "BLOCK": 2048, "GROUP": group}, 8,
+                    ("x_ptr", "g_ptr", "b_ptr", "y_ptr", "cols"), True))
         out.append(("layernorm_looped_welford", _layernorm,
                     {"x_ptr": p, "g_ptr": p, "b_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
-                    {"VARIANT": 0, **looped, "cols": 65535, "GROUP": group}, 8,
+                    {"VARIANT": 0, **looped, "GROUP": group}, 8,
                     ("x_ptr", "g_ptr", "b_ptr", "y_ptr"), False))
+        # a row that does not fill its block (781 in 1024, one warp): compiled for its length
+        # (static_cols), and for any; not 16-byte aligned, so no vectors either way
+        for name, cols in (("softmax781", 781), ("softmax781_any_length", 0)):
+            out.append((name, _softmax, {"x_ptr": p, "y_ptr": p, **row},
+                        {"COLS": cols, "VARIANT": 0, "ROWS": 1, "BLOCK": 1024, "EVEN": False}, 1, ("x_ptr", "y_ptr"),
+                        False))
+        for name, cols in (("layernorm781", 781), ("layernorm781_any_length", 0)):
+            out.append((name, _layernorm, {"x_ptr": p, "g_ptr": p, "b_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
+                        {"COLS": cols, "VARIANT": 1, "ROWS": 1, "BLOCK": 1024, "ON_CHIP": True, "EVEN": False,
+                         "SPAN": 0, "GROUP": group, "PREFETCH": False, "EARLY": True, "RELOAD": False}, 1,
+                        ("x_ptr", "g_ptr", "b_ptr", "y_ptr"), False))
     return out
-
-
 
 
 def one_program_per_tile(entries):

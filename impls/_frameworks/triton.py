@@ -297,12 +297,6 @@ def launch_1d(kernel, args: tuple, n: int, key, device, extra: dict | None = Non
 
 # --- row ops (softmax, norms, the chain): tiles of rows, one per program step ----------
 
-# Every row kernel takes the row length, cols, as a constexpr: one compile per row length
-# (the tuner measures per row length anyway), and a padded block's masks (781 columns in
-# a block of 1024) fold at compile time register by register, so the padding costs no
-# loads, exps, adds or stores. On sm_90 the 1-warp softmax at 781 bf16 compiles to 392
-# instructions on 37 registers instead of 656 on 72, LayerNorm two_pass to 704 on 79
-# instead of 992 on 134 (torch.compile's kernel, also specialised on 781: 832 on 80).
 # Rows up to this many elements stay in registers (one read of x); longer rows are
 # walked in tiles of ROW_TILE with a column loop (x read again from L2 or memory).
 MAX_ON_CHIP = 32768
@@ -382,6 +376,20 @@ LOOPED_SHAPES = ((2048, 8), (2048, 16), (4096, 8), (4096, 16))
 FULL_OCCUPANCY_REGS = 65536 // 2048
 
 
+def static_cols(cols: int, block: int) -> int:
+    """The row length a row kernel is compiled for (its COLS), or 0: compiled for any. A row
+    that does not fill its blocks (781 columns in a block of 1024) is compiled for its
+    length: its masks then fold register by register and the padding costs no loads,
+    exps, adds or stores (on sm_90 the 1-warp softmax at 781 bf16 compiles to 392
+    instructions on 37 registers instead of 656 on 72, LayerNorm two_pass to 704 on 79
+    instead of 992 on 134; torch.compile's kernel, specialised on 781 too: 832 on 80; on
+    the H200 softmax went from 0.97x to 1.07-1.09x Liger at 1823x781). A row that fills
+    them has no masks to fold, and its length as a constant moved registers both ways
+    (softmax 16384 fp16 on 8 warps: 80 -> 86, one program per SM fewer, 4.6% slower on
+    256 MiB; fp32 8192 on 16 warps: 32 -> 40): it keeps the kernel it was tuned with."""
+    return cols if cols % block else 0
+
+
 def row_launcher(kernel, cfg: dict, rows: int, device, *args, **constexprs):
     """A launcher (no arguments) of the row kernel ``kernel(*args, programs, ROWS=..., ...)``:
     one program per tile of cfg["rows"] rows, or a persistent grid of PERSISTENT_PER_SM
@@ -399,6 +407,8 @@ def row_launcher(kernel, cfg: dict, rows: int, device, *args, **constexprs):
         constexprs = {**constexprs, "BLOCK": cfg["loop_block"], "ON_CHIP": False, "EVEN": False}
     if "SPAN" in kernel.arg_names:
         constexprs = {**constexprs, "SPAN": span}
+    if "COLS" in kernel.arg_names:
+        constexprs = {**constexprs, "COLS": static_cols(args[kernel.arg_names.index("cols")], constexprs["BLOCK"])}
     if "PERSISTENT" in kernel.arg_names:   # one program per tile: no loop (program_loop)
         constexprs = {**constexprs, "PERSISTENT": bool(cfg["persistent"])}
     if cfg.get("maxnreg"):

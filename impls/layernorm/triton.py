@@ -54,7 +54,7 @@ def _welford_groups(x3, m3, cols, GROUP: tl.constexpr, EVEN: tl.constexpr):
 
 
 @triton.jit
-def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols: tl.constexpr, eps, programs,
+def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.constexpr,
                VARIANT: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr,
                EVEN: tl.constexpr, GROUP: tl.constexpr, PREFETCH: tl.constexpr, EARLY: tl.constexpr,
                RELOAD: tl.constexpr, SPAN: tl.constexpr, PERSISTENT: tl.constexpr, LOAD: tl.constexpr,
@@ -65,6 +65,7 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols: tl.constexpr, eps, progra
     registers per thread, not 84 (bf16, 16384 columns, 16 warps: two programs per SM
     instead of one). SPAN (looped rows): a static bound for the column loops, as in the
     rmsnorm."""
+    cols = COLS if COLS else cols   # a masked row: its length at compile time (static_cols)
     pid = tl.program_id(0)
     if ON_CHIP:
         ahead = first_tile(x_ptr, pid, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)

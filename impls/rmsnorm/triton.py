@@ -23,7 +23,7 @@ from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_con
 
 
 @triton.jit
-def _rmsnorm(x_ptr, g_ptr, y_ptr, rows, cols: tl.constexpr, eps, programs,
+def _rmsnorm(x_ptr, g_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.constexpr,
              ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr, EVEN: tl.constexpr,
              PREFETCH: tl.constexpr, EARLY: tl.constexpr, SPAN: tl.constexpr, PERSISTENT: tl.constexpr,
              LOAD: tl.constexpr, STORE: tl.constexpr):
@@ -32,6 +32,7 @@ def _rmsnorm(x_ptr, g_ptr, y_ptr, rows, cols: tl.constexpr, eps, programs,
     than after the reduction (fewer live registers); on a looped row that fits in SPAN,
     the whole of g, and the second pass takes the row in one step. SPAN (looped rows): a
     static bound for the column loops, see sum_of_squares."""
+    cols = COLS if COLS else cols   # a masked row: its length at compile time (static_cols)
     pid = tl.program_id(0)
     if ON_CHIP:
         ahead = first_tile(x_ptr, pid, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)

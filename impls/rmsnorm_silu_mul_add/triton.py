@@ -45,7 +45,7 @@ def _tail(x, inv_rms, g, u, r):
 
 
 @triton.jit
-def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols: tl.constexpr, eps, programs,
+def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.constexpr,
            ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr, EVEN: tl.constexpr,
            EARLY: tl.constexpr, SPAN: tl.constexpr, PERSISTENT: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr):
     """EARLY: g (and, on a looped row that fits in SPAN, the whole of g, u and r) loaded
@@ -53,6 +53,7 @@ def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols: tl.constexpr, eps, pro
     batch, more live registers. SPAN (looped rows): a static bound for the column loops,
     as in the rmsnorm. LOAD: the eviction policy of the operands read once (x, u and r on
     chip; u and r in a looped row, whose x is kept in L2 for its second pass)."""
+    cols = COLS if COLS else cols   # a masked row: its length at compile time (static_cols)
     pid = tl.program_id(0)
     if ON_CHIP:   # tiles of ROWS rows, as the Triton rmsnorm
         stop, stride = program_loop(pid, tl.cdiv(rows, ROWS), programs, PERSISTENT)

@@ -37,11 +37,12 @@ def _online_combine(m0, d0, m1, d1):
 
 
 @triton.jit
-def _softmax(x_ptr, y_ptr, rows, cols: tl.constexpr, programs,
+def _softmax(x_ptr, y_ptr, rows, cols, programs, COLS: tl.constexpr,
              VARIANT: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, EVEN: tl.constexpr,
              PERSISTENT: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr):
     """VARIANT 0: on chip (the row fits in BLOCK), 1: online, 2: three-pass. One row per
     program step (ROWS == 1): a softmax row already keeps exp units busy between loads."""
+    cols = COLS if COLS else cols   # a masked row: its length at compile time (static_cols)
     tl.static_assert(ROWS == 1)
     pid = tl.program_id(0)
     c = tl.arange(0, BLOCK)
