@@ -112,7 +112,7 @@ def kernels():
                     {"x_ptr": p, "g_ptr": p, "b_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
                     {"VARIANT": 0, **looped, "GROUP": group}, 8,
                     ("x_ptr", "g_ptr", "b_ptr", "y_ptr"), False))
-        # a row that does not fill its block (781 in 1024, one warp): compiled for its length
+        # a row shorter than its block (781 in 1024, one warp): compiled for its length
         # (static_cols), and for any; not 16-byte aligned, so no vectors either way
         for name, cols in (("softmax781", 781), ("softmax781_any_length", 0)):
             out.append((name, _softmax, {"x_ptr": p, "y_ptr": p, **row},
@@ -134,10 +134,6 @@ def one_program_per_tile(entries):
             if const.get("ON_CHIP") or (name.startswith("softmax") and const.get("VARIANT") == 0)]
 
 
-def kernel_functions() -> set[str]:
-    return {k[1].__name__ for k in kernels()}
-
-
 def report() -> dict:
     out = {}
     entries = kernels()
@@ -147,10 +143,10 @@ def report() -> dict:
         name = f"{name}:{sig.get('x_ptr') or sig.get('a_ptr') or sig.get('p_ptr')}{':' + tile if tile else ''}"
         try:
             ops, local = compile_sm90(fn, sig, const, warps, aligned)
-            out[name] = {"ops": dict(ops), "local": local, "vector": vector,
+            out[name] = {"ops": dict(ops), "local": local, "vector": vector, "kernel": fn.__name__,
                          "cache_key": fn.cache_key}   # what the tuning cache keys a kernel's source by
         except Exception as e:  # noqa: BLE001 - reported, and failed by the test
-            out[name] = {"error": f"{type(e).__name__}: {e}"}
+            out[name] = {"error": f"{type(e).__name__}: {e}", "kernel": fn.__name__}
     return out
 
 

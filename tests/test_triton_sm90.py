@@ -32,7 +32,6 @@ def test_every_triton_kernel_is_in_the_report(report):
     """A kernel: a @triton.jit function of impls/<op>/triton.py taking pointers and a BLOCK
     (read from the source: in this process the modules may hold interpreter functions)."""
     import ast
-    from tests.sm90_report import kernel_functions
     found = set()
     for path in sorted((ROOT / "impls").glob("*/triton.py")):
         for node in ast.parse(path.read_text()).body:
@@ -40,7 +39,10 @@ def test_every_triton_kernel_is_in_the_report(report):
                 params = [a.arg for a in node.args.args]
                 if "BLOCK" in params and any(p.endswith("_ptr") for p in params):
                     found.add(node.name)
-    assert len(found) >= 8 and found <= kernel_functions(), found - kernel_functions()
+    # the report's names, not an import of the impls here: this process's CPU tests need them
+    # imported under the interpreter (run alone, this file would otherwise import them first)
+    reported = {r["kernel"] for r in report.values()}
+    assert len(found) >= 8 and found <= reported, found - reported
     assert len(report) >= 40
 
 
