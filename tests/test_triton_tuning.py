@@ -516,9 +516,11 @@ def test_the_greedy_path_is_not_led_by_a_small_batch_switch(monkeypatch):
     assert tuned.config["persistent"] and tuned.config["prefetch"] and not tuned.config["early"]
 
 
-def test_only_a_row_that_does_not_fill_its_blocks_is_compiled_for_its_length():
-    """static_cols: 781 columns in a block of 1024, or 40000 in tiles of 4096, are compiled
-    for their length (masks that fold); a row filling its block or its tiles keeps the
-    kernel compiled for any length, the one its configs were tuned and measured with."""
-    assert fw.static_cols(781, 1024) == 781 and fw.static_cols(40000, 4096) == 40000
+def test_only_a_row_shorter_than_its_block_is_compiled_for_its_length():
+    """static_cols: 781 columns in a block of 1024 are compiled for their length (masks
+    that fold); a row filling its block, or walked in column tiles (40000 in 4096s, 8192
+    in 2048s), keeps the kernel compiled for any length, the one its configs were tuned
+    and measured with."""
+    assert fw.static_cols(781, 1024) == 781 and fw.static_cols(7, 8) == 7
     assert fw.static_cols(4096, 4096) == 0 and fw.static_cols(8192, 2048) == 0 and fw.static_cols(1, 1) == 0
+    assert fw.static_cols(40000, 4096) == 0
