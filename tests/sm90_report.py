@@ -28,7 +28,7 @@ def compile_sm90(fn, signature, constexprs, num_warps, aligned):
     kernel = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=constexprs, attrs=attrs),
                             target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
     ops = collections.Counter(re.sub(r"\.L[12]::[\w:]+", "", m)
-                              for m in re.findall(r"(?:ld|st|atom|red)\.global\S*|ex2\.\S+", kernel.asm["ptx"]))
+                              for m in re.findall(r"(?:ld|st|atom|red)(?:\.volatile)?\.global\S*|ex2\.\S+", kernel.asm["ptx"]))
     ops["bra"] = len(re.findall(r"\bbra(?:\.uni)?\s", kernel.asm["ptx"]))   # loops (and any other branch)
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(kernel.asm["cubin"])
@@ -37,8 +37,12 @@ def compile_sm90(fn, signature, constexprs, num_warps, aligned):
         sass = subprocess.run([CUOBJDUMP, "-sass", f.name], capture_output=True, text=True).stdout
     local = int(re.search(r"LOCAL:(\d+)", usage).group(1))
     # what ptxas kept: SASS opcodes (LDG, STG, MUFU, ...), predicated or not
-    ops.update({f"sass:{op}": n for op, n in collections.Counter(
-        re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9]*)", sass)).items()})
+    opcodes = re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9]*)", sass)
+    ops.update({f"sass:{op}": n for op, n in collections.Counter(opcodes).items()})
+    # loads issued before the first exchange between threads (a shuffle or a barrier: a
+    # reduction under way, so its input has arrived)
+    first_sync = next((i for i, op in enumerate(opcodes) if op in ("SHFL", "BAR")), len(opcodes))
+    ops["sass:LDG_before_sync"] = opcodes[:first_sync].count("LDG")
     return ops, local
 
 
@@ -87,6 +91,17 @@ def kernels():
                             {"VARIANT": v, **on_chip, "GROUP": group, "PREFETCH": v == 0, "EARLY": v == 1,
                              "RELOAD": v != 1},
                             warps, ("x_ptr", "g_ptr", "b_ptr", "y_ptr", "cols"), True))
+        # a small batch's tile, its other operands loaded early (EARLY) or ahead of x, volatile
+        # (ORDERED); ":tile", one program per tile, is how a small batch runs
+        small = {"ROWS": 1, "BLOCK": 4096, "ON_CHIP": True, "EVEN": True, "SPAN": 0, "PREFETCH": False,
+                 "RELOAD": False, "GROUP": group, "VARIANT": 1}
+        for name, fn, sig in (("rmsnorm", _rmsnorm, {"x_ptr": p, "g_ptr": p, "y_ptr": p}),
+                              ("chain", _fused, {"x_ptr": p, "g_ptr": p, "u_ptr": p, "r_ptr": p, "y_ptr": p}),
+                              ("layernorm", _layernorm, {"x_ptr": p, "g_ptr": p, "b_ptr": p, "y_ptr": p})):
+            for switch in ("EARLY", "ORDERED"):
+                out.append((f"{name}_small_{switch.lower()}", fn, {**sig, **row, "eps": "fp32"},
+                            {**small, "EARLY": switch == "EARLY", "ORDERED": switch == "ORDERED"}, 8,
+                            (*sig, "cols"), True))
         looped = {"ROWS": 1, "BLOCK": 4096, "ON_CHIP": False, "EVEN": False, "PREFETCH": False, "EARLY": False,
                   "RELOAD": False, "SPAN": 0}
         static = {**looped, "SPAN": 16384}   # a row that fits on chip, walked in unrolled column tiles

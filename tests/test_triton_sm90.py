@@ -52,7 +52,7 @@ def test_kernels_compile_for_sm90_with_wide_accesses_and_no_spills(report):
         if "error" in r:
             problems.append(f"{name}: does not compile: {r['error'][:300]}")
             continue
-        loads = [op for op in r["ops"] if op.startswith("ld.global")]
+        loads = [op for op in r["ops"] if op.startswith(("ld.global", "ld.volatile.global"))]   # ORDERED: volatile
         if not loads:
             problems.append(f"{name}: no global loads? {r['ops']}")
         if r["vector"] and not any(".v4.b32" in op or ".v2.b64" in op for op in loads):
@@ -99,3 +99,21 @@ def test_a_row_compiled_for_its_length_moves_no_padding(report):
                 if op == "softmax":
                     assert (count(fixed, "LDG"), count(any_length, "LDG")) == (25, 32)
                     assert count(fixed, "MUFU") < count(any_length, "MUFU")
+
+
+def test_ordered_loads_all_go_out_before_the_reduction(report):
+    """A small batch's tile (one row of 4096 on 8 warps) with its other operands loaded
+    early in the source (EARLY): ptxas still issues some of them only once x has arrived
+    and its reduction is under way (a second wait on memory when L2 is cold). Loaded
+    volatile, operands first (ORDERED), every load of the tile is issued before the first
+    shuffle or barrier. Counted in the SASS: x and each operand are two 16-byte loads per
+    thread in bf16 (16 elements), four in fp32."""
+    per_operand = {"bf16": 2, "fp32": 4}
+    operands = {"rmsnorm": 2, "chain": 4, "layernorm": 3}
+    for op, n in operands.items():
+        for dt, vectors in per_operand.items():
+            ordered = report[f"{op}_small_ordered:*{dt}:tile"]["ops"]
+            early = report[f"{op}_small_early:*{dt}:tile"]["ops"]
+            assert ordered["sass:LDG"] == early["sass:LDG"] == n * vectors, (op, dt, ordered, early)
+            assert ordered["sass:LDG_before_sync"] == n * vectors, (op, dt, ordered)
+            assert early["sass:LDG_before_sync"] < n * vectors, (op, dt, early)

@@ -60,7 +60,7 @@ def test_the_interpreter_takes_the_tallest_tile(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     tuned = fw.tune_rows(("test", 781), 781, 1024, True, torch.float32, None, None, None, options=fw.ROW_OPTIONS)
     assert tuned.config == dict(rows=4, num_warps=16, persistent=True, hints="plain", prefetch=True, early=True,
-                                loop_block=0, maxnreg=0)
+                                ordered=False, loop_block=0, maxnreg=0)
     assert tuned.table == {}
     fw._tuned.pop(("test", 781, "torch.float32"))
 
@@ -69,12 +69,14 @@ def test_the_interpreter_takes_the_tallest_tile(monkeypatch):
 # interpreter (the interpreter itself would always take the same one), through the
 # harness's checks against the float64 reference: ragged rows, masked columns, a last tile
 # with fewer rows than ROWS, and the adversarial inputs.
-SWITCHES = [dict(rows=1, persistent=False, prefetch=False, early=False, loop_block=0),
-            dict(rows=4, persistent=True, prefetch=True, early=False, loop_block=0),
-            dict(rows=2, persistent=False, prefetch=False, early=True, loop_block=0),
-            dict(rows=1, persistent=True, prefetch=True, early=True, loop_block=0),
-            dict(rows=1, persistent=True, prefetch=False, early=False, loop_block=64),
-            dict(rows=1, persistent=False, prefetch=False, early=True, loop_block=64, maxnreg=32)]
+SWITCHES = [dict(rows=1, persistent=False, prefetch=False, early=False, ordered=False, loop_block=0),
+            dict(rows=4, persistent=True, prefetch=True, early=False, ordered=False, loop_block=0),
+            dict(rows=2, persistent=False, prefetch=False, early=True, ordered=False, loop_block=0),
+            dict(rows=1, persistent=True, prefetch=True, early=True, ordered=False, loop_block=0),
+            dict(rows=2, persistent=False, prefetch=False, early=False, ordered=True, loop_block=0),
+            dict(rows=4, persistent=True, prefetch=False, early=False, ordered=True, loop_block=0),
+            dict(rows=1, persistent=True, prefetch=False, early=False, ordered=False, loop_block=64),
+            dict(rows=1, persistent=False, prefetch=False, early=True, ordered=False, loop_block=64, maxnreg=32)]
 
 
 def _run_forced(cpu_runner, op: str, variant: str, tuning_key: tuple, config: dict) -> list:
@@ -403,6 +405,30 @@ def test_a_shape_is_chosen_for_what_a_small_batch_of_its_bits_can_do(monkeypatch
     # both eligible shapes were measured with the small-batch switch, the slow ones not
     early = {(c["rows"], c["num_warps"]) for c in tuned.table["candidates"] if c["early"]}
     assert early == {(1, 2), (1, 8)}
+
+
+def test_each_small_batch_toggle_is_measured_on_its_own_and_the_fastest_serves(monkeypatch):
+    """EARLY and ORDERED are measured apart on every eligible shape (ORDERED takes the
+    place of EARLY's loads, so never both); the small batch takes ORDERED where it is
+    fastest, the large problem keeps its plain config. A kernel without ORDERED among its
+    options is never given it."""
+    def fake_time(cfg, rows):
+        shape = (cfg["rows"], cfg["num_warps"])
+        if rows == fw.SMALL_ROWS:
+            return {(1, 2): 6.0, (1, 8): 6.4}.get(shape, 7.0) - (0.5 if cfg["early"] else 0.0) \
+                - (0.9 if cfg.get("ordered") else 0.0)
+        return {(1, 2): 100.0, (1, 8): 100.5}.get(shape, 120.0) * (1.04 if cfg["early"] or cfg.get("ordered") else 1.0)
+
+    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, (*fw.ROW_OPTIONS, "reload"))
+    assert (tuned.config["rows"], tuned.config["num_warps"]) == (1, 2)
+    assert not (tuned.config["early"] or tuned.config["ordered"])
+    assert _small(tuned)["ordered"] and not _small(tuned)["early"] and fw.same_bits(_small(tuned), tuned.config)
+    candidates = tuned.table["candidates"]
+    for switch in ("early", "ordered"):
+        assert {(c["rows"], c["num_warps"]) for c in candidates if c[switch]} == {(1, 2), (1, 8)}
+    assert not any(c["early"] and c["ordered"] for c in candidates)
+    without = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, ("prefetch", "early", "looped"))
+    assert not any(c.get("ordered") for c in without.table["candidates"]) and _small(without)["early"]
 
 
 def test_same_bits_is_measured_where_both_wrote_and_else_only_bit_neutral_switches_differ():

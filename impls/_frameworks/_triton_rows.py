@@ -84,15 +84,18 @@ def tile_mask(ok, cols, BLOCK: tl.constexpr, EVEN: tl.constexpr):
 
 
 @triton.jit
-def load_tile_raw(ptr, offs, ok, cols, BLOCK: tl.constexpr, EVEN: tl.constexpr, LOAD: tl.constexpr):
-    """A tile of rows in its own dtype, 0 where masked."""
-    return tl.load(ptr + offs, mask=tile_mask(ok, cols, BLOCK, EVEN), other=0.0, eviction_policy=LOAD)
+def load_tile_raw(ptr, offs, ok, cols, BLOCK: tl.constexpr, EVEN: tl.constexpr, LOAD: tl.constexpr,
+                  ORDERED: tl.constexpr = False):
+    """A tile of rows in its own dtype, 0 where masked. ORDERED: a volatile load (below)."""
+    return tl.load(ptr + offs, mask=tile_mask(ok, cols, BLOCK, EVEN), other=0.0, eviction_policy=LOAD,
+                   volatile=ORDERED)
 
 
 @triton.jit
-def load_tile(ptr, offs, ok, cols, BLOCK: tl.constexpr, EVEN: tl.constexpr, LOAD: tl.constexpr):
+def load_tile(ptr, offs, ok, cols, BLOCK: tl.constexpr, EVEN: tl.constexpr, LOAD: tl.constexpr,
+              ORDERED: tl.constexpr = False):
     """A tile of rows as fp32, 0 where masked."""
-    return load_tile_raw(ptr, offs, ok, cols, BLOCK, EVEN, LOAD).to(tl.float32)
+    return load_tile_raw(ptr, offs, ok, cols, BLOCK, EVEN, LOAD, ORDERED).to(tl.float32)
 
 
 @triton.jit
@@ -133,20 +136,32 @@ def store_tile(ptr, offs, ok, cols, y, BLOCK: tl.constexpr, EVEN: tl.constexpr, 
 
 
 @triton.jit
-def load_columns_raw(ptr, cols, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+def load_columns_raw(ptr, cols, BLOCK: tl.constexpr, EVEN: tl.constexpr, ORDERED: tl.constexpr = False):
     """A per-column operand (a norm's weight or bias) as [1, BLOCK] in its own dtype.
     Loaded in every tile step, from L2 after the first: held across a persistent loop it
     would cost a register per element for the whole kernel, and registers decide how many
-    programs (and so how many bytes in flight) fit on an SM."""
+    programs (and so how many bytes in flight) fit on an SM. ORDERED: a volatile load (below)."""
     c = tl.arange(0, BLOCK)[None, :]
     if EVEN:
-        v = tl.load(ptr + c)
+        v = tl.load(ptr + c, volatile=ORDERED)
     else:
-        v = tl.load(ptr + c, mask=c < cols, other=0.0)
+        v = tl.load(ptr + c, mask=c < cols, other=0.0, volatile=ORDERED)
     return v
 
 
 @triton.jit
-def load_columns(ptr, cols, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+def load_columns(ptr, cols, BLOCK: tl.constexpr, EVEN: tl.constexpr, ORDERED: tl.constexpr = False):
     """load_columns_raw as fp32."""
-    return load_columns_raw(ptr, cols, BLOCK, EVEN).to(tl.float32)
+    return load_columns_raw(ptr, cols, BLOCK, EVEN, ORDERED).to(tl.float32)
+
+
+# --- a small batch's loads, all out at once (ORDERED) ---------------------------------
+# A row kernel loads x, reduces it, and only then needs its other operands (g, b; the
+# chain's g, u, r). Loaded early in the source (EARLY), they still go out late: ptxas
+# issues them once x has arrived, in x's registers (sm_90 SASS, LayerNorm 1x4096 bf16 on 8
+# warps: g's and b's LDGs sit after x's in-thread sum and four of its shuffles), so a
+# batch that starts with a cold L2 waits on memory twice. Volatile loads ptxas keeps in
+# program order (ld.volatile, LDG.E.STRONG.SYS: relaxed system-scope loads, served by L2
+# like any other for device memory): loaded volatile, the operands first and x last, every
+# load of the tile is issued before the first instruction that waits for one. The same
+# bits: only the order of the loads moves.

@@ -79,7 +79,7 @@ _timers: dict = {}
 # elements in which order: configs that differ only in these give identical bits, so a
 # batch may take its own without losing batch invariance. The tuner also compares the
 # bits candidates actually write (same_bits): other tile shapes can share them too.
-BIT_NEUTRAL = ("persistent", "hints", "prefetch", "early", "reload", "maxnreg")
+BIT_NEUTRAL = ("persistent", "hints", "prefetch", "early", "ordered", "reload", "maxnreg")
 
 
 @dataclass
@@ -346,20 +346,24 @@ def tile_shapes(block: int, on_chip: bool, max_rows: int = 4, itemsize: int = 4)
     return shapes
 
 
-# Switches a row kernel may take as constexprs (PREFETCH, EARLY, RELOAD): tried by the
+# Switches a row kernel may take as constexprs (PREFETCH, EARLY, ORDERED, RELOAD): tried by the
 # tuner only for kernels that have them (``options``), and off otherwise. "looped"
 # (loop_block > 0): a row that would fit on chip is walked in column tiles instead, kept
 # in L2 between passes. "looped_early": the kernel's EARLY applies to such a looped row
 # too (its second pass then holds the whole row, its other operands loaded up front).
-ROW_OPTIONS = ("prefetch", "early", "looped")
-SWITCHES = ("prefetch", "early", "reload")   # the constexpr switches among the options
+ROW_OPTIONS = ("prefetch", "early", "ordered", "looped")
+SWITCHES = ("prefetch", "early", "ordered", "reload")   # the constexpr switches among the options
 # What a batch too small to fill the GPU wants: its operands' loads out with x's, not
 # after x's reduction (r10 probe, H200, LayerNorm two_pass 16x4096 bf16: 5.76 us on 8
 # warps plain, 5.22 with EARLY; on 2 warps, the large problem's choice, 6.08 and 5.44).
 # Bit-neutral, so each shape fast enough on the large problem is measured with them too.
 # (An L2 prefetch of those operands ahead of x's loads, tried in r10, gained nothing at
 # 16 rows and ran the large problem up to 5x slower: every program asked for g again.)
-SMALL_BATCH_SWITCHES = ("early",)
+# EARLY loads them before x's reduction, yet ptxas issues them only once x has arrived;
+# ORDERED loads them, then x, as volatile loads, which it keeps in that order: all out
+# at once (_triton_rows). Each toggle is measured on its own.
+SMALL_BATCH_TOGGLES = ({"early": True}, {"ordered": True})
+SMALL_BATCH_SWITCHES = tuple(s for t in SMALL_BATCH_TOGGLES for s in t)
 # (column tile, num_warps) of looped rows. torch.compile's looped RMSNorm, at ~100% of the
 # roof on the H200, runs XBLOCK 1, R0_BLOCK 2048 or 4096 and 16 warps (its best_config
 # files, r4) with the row length a compile-time constant: the column loop unrolls and all
@@ -525,10 +529,12 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     switches = [o for o in options if o in SWITCHES]
     off = {**{o: False for o in switches}, **({"loop_block": 0, "maxnreg": 0} if "looped" in options else {})}
     if interpreting():
-        # the most rows per tile (exercises the row masks), persistent, every switch on
+        # the most rows per tile (exercises the row masks), persistent, every switch on but
+        # ORDERED, which takes the place of PREFETCH's and EARLY's loads (the forced-switch
+        # CPU tests run it)
         rows, warps = max(shapes)
         return _tuned.setdefault(key, Tuned({"rows": rows, "num_warps": warps, "persistent": True,
-                                             "hints": "plain", **off, **{o: True for o in switches}}))
+                                             "hints": "plain", **off, **{o: o != "ordered" for o in switches}}))
     entry = _cache_entry(key, kernel, device, cols=cols, block=block, on_chip=on_chip, max_rows=max_rows,
                          options=list(options))
     if remembered := _remembered(key, entry):
@@ -563,15 +569,16 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     def applicable(cfg, toggle):   # not the on-chip path's switches on a looped config
         return not (cfg.get("loop_block") and any(s in toggle for s in SWITCHES if s not in looped_switches))
 
-    small_batch = {s: True for s in SMALL_BATCH_SWITCHES if s in options}
+    small_batch = [t for t in SMALL_BATCH_TOGGLES if all(s in options for s in t)]
     eligible = _eligible(candidates)
     for c in _ran(candidates) if small_batch else ():   # each shape whose bits a large config may have
-        toggle = {s: v for s, v in small_batch.items() if applicable(c, {s: v})}
-        if toggle and any(same_bits(c, e) for e in eligible):
-            measure({**config_of(c), **toggle})
+        if any(same_bits(c, e) for e in eligible):
+            for toggle in small_batch:
+                if applicable(c, toggle):
+                    measure({**config_of(c), **toggle})
 
     def plain(c):   # without the small-batch switches
-        return not any(c.get(s) for s in small_batch)
+        return not any(c.get(s) for s in SMALL_BATCH_SWITCHES)
     # The greedy path runs on configs without the small-batch switches, which are measured
     # above for the small problem's sake: once one of them led it (early won LayerNorm
     # fp32 16384's tuning problem in r11), the path never tried a persistent prefetching

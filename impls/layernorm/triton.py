@@ -58,8 +58,8 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
                VARIANT: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr,
                EVEN: tl.constexpr, GROUP: tl.constexpr, PREFETCH: tl.constexpr, EARLY: tl.constexpr,
                RELOAD: tl.constexpr, SPAN: tl.constexpr, PERSISTENT: tl.constexpr, LOAD: tl.constexpr,
-               STORE: tl.constexpr):
-    """VARIANT 0: welford, 1: two_pass, 2: naive. PREFETCH and EARLY as in the rmsnorm.
+               STORE: tl.constexpr, ORDERED: tl.constexpr = False):
+    """VARIANT 0: welford, 1: two_pass, 2: naive. PREFETCH, EARLY and ORDERED as in the rmsnorm.
     RELOAD: x is read again (from L1/L2, where the first read left it) to normalise,
     instead of being held through the statistics: the Welford merge then needs 64
     registers per thread, not 84 (bf16, 16384 columns, 16 warps: two programs per SM
@@ -71,11 +71,16 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
         ahead = first_tile(x_ptr, pid, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
         stop, stride = program_loop(pid, tl.cdiv(rows, ROWS), programs, PERSISTENT)
         for tile in range(pid, stop, stride):
-            x, ahead = tile_input(x_ptr, ahead, tile, programs, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
             offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
-            if EARLY:
-                g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
-                b = load_columns_raw(b_ptr, cols, BLOCK, EVEN)
+            if ORDERED:   # g, b, then x, every load out at once (_triton_rows: ORDERED)
+                g = load_columns_raw(g_ptr, cols, BLOCK, EVEN, True)
+                b = load_columns_raw(b_ptr, cols, BLOCK, EVEN, True)
+                x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, LOAD, True)
+            else:
+                x, ahead = tile_input(x_ptr, ahead, tile, programs, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
+                if EARLY:
+                    g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
+                    b = load_columns_raw(b_ptr, cols, BLOCK, EVEN)
             if VARIANT == 0:
                 # normalised in the grouped view too: computed from the flat view, y would
                 # take the statistics' layout and x would cross threads through shared memory
@@ -86,7 +91,7 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
                 mean, var = _welford_groups(x3, m3, cols, GROUP, EVEN)
                 if RELOAD:
                     x3 = tl.reshape(load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, "evict_first"), shape3)
-                if not EARLY:   # after the statistics: fewer live registers
+                if not (EARLY or ORDERED):   # after the statistics: fewer live registers
                     g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
                     b = load_columns_raw(b_ptr, cols, BLOCK, EVEN)
                 y3 = (x3 - mean[:, None, None]) * tl.math.rsqrt(var + eps)[:, None, None] \
@@ -104,7 +109,7 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
                     var = tl.sum(x * x, 1) / cols - mean * mean   # cancels: the negative control
                 if RELOAD:
                     x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, "evict_first")
-                if not EARLY:
+                if not (EARLY or ORDERED):
                     g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
                     b = load_columns_raw(b_ptr, cols, BLOCK, EVEN)
                 y = (x - mean[:, None]) * tl.math.rsqrt(var + eps)[:, None] * g.to(tl.float32) + b.to(tl.float32)

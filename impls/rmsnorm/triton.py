@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks._triton_rows import (first_tile, load_columns_raw, program_loop, span_offsets, store_tile,
+from impls._frameworks._triton_rows import (first_tile, load_columns_raw, load_tile, program_loop, span_offsets, store_tile,
                                             sum_of_squares, tile_input, tile_offsets)
 from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_config, row_launcher, tune_rows
 
@@ -26,25 +26,31 @@ from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_con
 def _rmsnorm(x_ptr, g_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.constexpr,
              ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr, EVEN: tl.constexpr,
              PREFETCH: tl.constexpr, EARLY: tl.constexpr, SPAN: tl.constexpr, PERSISTENT: tl.constexpr,
-             LOAD: tl.constexpr, STORE: tl.constexpr):
+             LOAD: tl.constexpr, STORE: tl.constexpr, ORDERED: tl.constexpr = False):
     """PREFETCH: the next tile's loads go out before this tile's reduction. EARLY: g is
     loaded with x (one memory latency for a small batch, where it is not in L2 yet) rather
     than after the reduction (fewer live registers); on a looped row that fits in SPAN,
-    the whole of g, and the second pass takes the row in one step. SPAN (looped rows): a
-    static bound for the column loops, see sum_of_squares."""
+    the whole of g, and the second pass takes the row in one step. ORDERED (on chip, in
+    place of EARLY and PREFETCH): g and x by volatile loads, g first, so that ptxas issues
+    both before x's reduction (_triton_rows). SPAN (looped rows): a static bound for the
+    column loops, see sum_of_squares."""
     cols = COLS if COLS else cols   # a masked row: its length at compile time (static_cols)
     pid = tl.program_id(0)
     if ON_CHIP:
         ahead = first_tile(x_ptr, pid, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
         stop, stride = program_loop(pid, tl.cdiv(rows, ROWS), programs, PERSISTENT)
         for tile in range(pid, stop, stride):
-            x, ahead = tile_input(x_ptr, ahead, tile, programs, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
-            if EARLY:
-                g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
-            inv_rms = tl.math.rsqrt(tl.sum(x * x, 1) / cols + eps)
-            if not EARLY:
-                g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
             offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
+            if ORDERED:   # g, then x, both out at once (_triton_rows: ORDERED)
+                g = load_columns_raw(g_ptr, cols, BLOCK, EVEN, True)
+                x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, LOAD, True)
+            else:
+                x, ahead = tile_input(x_ptr, ahead, tile, programs, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
+                if EARLY:
+                    g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
+            inv_rms = tl.math.rsqrt(tl.sum(x * x, 1) / cols + eps)
+            if not (EARLY or ORDERED):
+                g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
             store_tile(y_ptr, offs, ok, cols, x * inv_rms[:, None] * g.to(tl.float32), BLOCK, EVEN, STORE)
     else:   # ROWS == 1: one row at a time, BLOCK-wide column tiles
         c = tl.arange(0, BLOCK)

@@ -47,10 +47,12 @@ def _tail(x, inv_rms, g, u, r):
 @triton.jit
 def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.constexpr,
            ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr, EVEN: tl.constexpr,
-           EARLY: tl.constexpr, SPAN: tl.constexpr, PERSISTENT: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr):
+           EARLY: tl.constexpr, SPAN: tl.constexpr, PERSISTENT: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr,
+           ORDERED: tl.constexpr = False):
     """EARLY: g (and, on a looped row that fits in SPAN, the whole of g, u and r) loaded
     with x's first pass rather than after its reduction: one memory latency for a small
-    batch, more live registers. SPAN (looped rows): a static bound for the column loops,
+    batch, more live registers. ORDERED (on chip): g, u, r and x by volatile loads in that
+    order, so that ptxas issues them all before x's reduction (_triton_rows). SPAN (looped rows): a static bound for the column loops,
     as in the rmsnorm. LOAD: the eviction policy of the operands read once (x, u and r on
     chip; u and r in a looped row, whose x is kept in L2 for its second pass)."""
     cols = COLS if COLS else cols   # a masked row: its length at compile time (static_cols)
@@ -59,13 +61,19 @@ def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs, COLS: t
         stop, stride = program_loop(pid, tl.cdiv(rows, ROWS), programs, PERSISTENT)
         for tile in range(pid, stop, stride):
             offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
-            x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
-            u = load_tile(u_ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
-            r = load_tile(r_ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
-            if EARLY:
-                g = load_columns(g_ptr, cols, BLOCK, EVEN)
+            if ORDERED:   # g, u, r, then x: every load out before x's reduction (_triton_rows)
+                g = load_columns(g_ptr, cols, BLOCK, EVEN, True)
+                u = load_tile(u_ptr, offs, ok, cols, BLOCK, EVEN, LOAD, True)
+                r = load_tile(r_ptr, offs, ok, cols, BLOCK, EVEN, LOAD, True)
+                x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, LOAD, True)
+            else:
+                x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
+                u = load_tile(u_ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
+                r = load_tile(r_ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
+                if EARLY:
+                    g = load_columns(g_ptr, cols, BLOCK, EVEN)
             inv_rms = tl.math.rsqrt(tl.sum(x * x, 1) / cols + eps)
-            if not EARLY:
+            if not (EARLY or ORDERED):
                 g = load_columns(g_ptr, cols, BLOCK, EVEN)
             store_tile(y_ptr, offs, ok, cols, _tail(x, inv_rms[:, None], g, u, r), BLOCK, EVEN, STORE)
     else:   # ROWS == 1: one row at a time, BLOCK-wide column tiles
@@ -145,7 +153,7 @@ def bind_fused(x, weight, u, r, eps, out):
         return xs, torch.randn_like(xs), torch.randn_like(xs), torch.empty_like(xs)
 
     tuned = tune_rows(("rmsnorm_silu_mul_add", cols), cols, block, on_chip, x.dtype, x.device,
-                      scratch, bind, options=("early", "looped", "looped_early") if on_chip else (), kernel=_fused)
+                      scratch, bind, options=("early", "ordered", "looped", "looped_early") if on_chip else (), kernel=_fused)
     cfg = tuned.for_rows(rows)   # the config tuned for the nearest batch size: the same bits
     return configured(bind(cfg, (x, u, r, out), rows),
                       row_config(cfg, block, on_chip), tuned.table)
