@@ -21,8 +21,8 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks._triton_rows import (first_tile, load_columns_raw, load_tile, program_loop, store_tile,
-                                            tile_input, tile_mask, tile_offsets)
+from impls._frameworks._triton_rows import (first_tile, load_columns_raw, load_tile, program_loop, span_offsets,
+                                            store_tile, tile_input, tile_mask, tile_offsets)
 from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_config, row_launcher, tune_rows
 
 
@@ -64,7 +64,9 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
     instead of being held through the statistics: the Welford merge then needs 64
     registers per thread, not 84 (bf16, 16384 columns, 16 warps: two programs per SM
     instead of one). SPAN (looped rows): a static bound for the column loops, as in the
-    rmsnorm."""
+    rmsnorm; with EARLY there, g and b are loaded whole before the first pass and the
+    output pass takes the row in one step (a small batch: r28-r30 chose 2048-column tiles
+    for 4096-column rows, 1-2.7% ahead on ~256 MiB, and ran one row late-loaded)."""
     cols = COLS if COLS else cols   # a masked row: its length at compile time (static_cols)
     pid = tl.program_id(0)
     if ON_CHIP:
@@ -118,9 +120,14 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
         c = tl.arange(0, BLOCK)
         end = SPAN if SPAN else cols
         UNROLL: tl.constexpr = SPAN // BLOCK if SPAN else 1   # a static trip count: unrolled in Triton's IR
+        WHOLE: tl.constexpr = EARLY and SPAN > 0   # the output pass holds the whole row
         stop, stride = program_loop(pid, rows, programs, PERSISTENT)
         for row in range(pid, stop, stride):
             base = tl.cast(row, tl.int64) * cols
+            if WHOLE:   # g's and b's loads go out with x's first pass, not after the statistics
+                span = span_offsets(SPAN, BLOCK)
+                g = tl.load(g_ptr + span, mask=span < cols, other=0.0)
+                b = tl.load(b_ptr + span, mask=span < cols, other=0.0)
             if VARIANT == 0:   # a running Welford update per lane, then the lanes merged
                 n = tl.zeros([BLOCK], tl.float32)
                 mean_l = tl.zeros([BLOCK], tl.float32)
@@ -160,13 +167,19 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
                 mean = tl.sum(s, 0) / cols
                 var = tl.sum(s2, 0) / cols - mean * mean
             rstd = tl.math.rsqrt(var + eps)
-            for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
-                mask = start + c < cols
-                x = tl.load(x_ptr + base + start + c, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
-                g = tl.load(g_ptr + start + c, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-                b = tl.load(b_ptr + start + c, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-                y = (x - mean) * rstd * g + b
-                tl.store(y_ptr + base + start + c, y.to(y_ptr.dtype.element_ty), mask=mask, cache_modifier=STORE)
+            if WHOLE:   # the same formula element by element as the tile loop below: the same bits
+                x = tl.load(x_ptr + base + span, mask=span < cols, other=0.0, eviction_policy="evict_first")
+                y = (x.to(tl.float32) - mean) * rstd * g.to(tl.float32) + b.to(tl.float32)
+                tl.store(y_ptr + base + span, y.to(y_ptr.dtype.element_ty), mask=span < cols, cache_modifier=STORE)
+            else:
+                for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
+                    mask = start + c < cols
+                    x = tl.load(x_ptr + base + start + c, mask=mask, other=0.0,
+                                eviction_policy="evict_first").to(tl.float32)
+                    g = tl.load(g_ptr + start + c, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+                    b = tl.load(b_ptr + start + c, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+                    y = (x - mean) * rstd * g + b
+                    tl.store(y_ptr + base + start + c, y.to(y_ptr.dtype.element_ty), mask=mask, cache_modifier=STORE)
 
 
 VARIANTS = {"welford": 0, "two_pass": 1, "naive": 2}
@@ -194,7 +207,7 @@ def layernorm_launcher(x, weight, bias, eps, out, variant: str):
     tuned_as = VARIANTS["two_pass"] if code == VARIANTS["naive"] else code
     tuned = tune_rows(("layernorm", tuned_as, cols), cols, block, on_chip, x.dtype, x.device,
                       scratch, lambda cfg, args, n: bind(cfg, args, n, tuned_as),
-                      options=(*ROW_OPTIONS, "reload") if on_chip else (), kernel=_layernorm)
+                      options=(*ROW_OPTIONS, "reload", "looped_early") if on_chip else (), kernel=_layernorm)
     cfg = tuned.for_rows(rows)   # the config tuned for the nearest batch size: the same bits
     config = row_config(cfg, block, on_chip)
     if tuned_as != code:
