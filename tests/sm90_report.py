@@ -112,9 +112,11 @@ def kernels():
                 ("layernorm_two_pass", _layernorm, {"x_ptr": p, "g_ptr": p, "b_ptr": p, "y_ptr": p}, {"VARIANT": 1})):
             out.append((f"{name}_looped_static", fn, {**sig, **row, "eps": "fp32"},
                         {**static, "GROUP": group, **extra}, 16, (*sig, "cols"), True))
-            # a small batch: the whole row's other operands up front (looped_early)
-            out.append((f"{name}_looped_static_early", fn, {**sig, **row, "eps": "fp32"},
-                        {**static, "GROUP": group, **extra, "EARLY": True}, 16, (*sig, "cols"), True))
+            # a small batch: the whole row's other operands up front (looped_early), or ahead of
+            # x's first pass, volatile (ORDERED)
+            for switch in ("EARLY", "ORDERED"):
+                out.append((f"{name}_looped_static_{switch.lower()}", fn, {**sig, **row, "eps": "fp32"},
+                            {**static, "GROUP": group, **extra, switch: True}, 16, (*sig, "cols"), True))
         out.append(("rmsnorm_looped", _rmsnorm, {"x_ptr": p, "g_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
                     looped, 8, ("x_ptr", "g_ptr", "y_ptr"), False))
         out.append(("rmsnorm_looped_aligned", _rmsnorm, {"x_ptr": p, "g_ptr": p, "y_ptr": p, **row, "eps": "fp32"},

@@ -117,3 +117,13 @@ def test_ordered_loads_all_go_out_before_the_reduction(report):
             assert ordered["sass:LDG"] == early["sass:LDG"] == n * vectors, (op, dt, ordered, early)
             assert ordered["sass:LDG_before_sync"] == n * vectors, (op, dt, ordered)
             assert early["sass:LDG_before_sync"] < n * vectors, (op, dt, early)
+    # a looped row that fits on chip (16384 in 4096-tiles, 16 warps): the operands loaded
+    # whole and x's first pass, volatile, all before the first reduction; its later passes
+    # (from L2) after it. EARLY leaves some of the operands' loads behind.
+    first_pass = {"rmsnorm": 2, "chain": 4, "layernorm_two_pass": 3}   # x and the operands, vectors each
+    for op, n in first_pass.items():
+        for dt, vectors in {"bf16": 4, "fp32": 8}.items():   # 32 elements a thread
+            ordered = report[f"{op}_looped_static_ordered:*{dt}"]["ops"]
+            early = report[f"{op}_looped_static_early:*{dt}"]["ops"]
+            assert ordered["sass:LDG_before_sync"] == n * vectors, (op, dt, ordered)
+            assert early["sass:LDG_before_sync"] < n * vectors, (op, dt, early)

@@ -76,7 +76,8 @@ SWITCHES = [dict(rows=1, persistent=False, prefetch=False, early=False, ordered=
             dict(rows=2, persistent=False, prefetch=False, early=False, ordered=True, loop_block=0),
             dict(rows=4, persistent=True, prefetch=False, early=False, ordered=True, loop_block=0),
             dict(rows=1, persistent=True, prefetch=False, early=False, ordered=False, loop_block=64),
-            dict(rows=1, persistent=False, prefetch=False, early=True, ordered=False, loop_block=64, maxnreg=32)]
+            dict(rows=1, persistent=False, prefetch=False, early=True, ordered=False, loop_block=64, maxnreg=32),
+            dict(rows=1, persistent=False, prefetch=False, early=False, ordered=True, loop_block=64)]
 
 
 def _run_forced(cpu_runner, op: str, variant: str, tuning_key: tuple, config: dict) -> list:

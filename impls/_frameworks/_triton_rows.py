@@ -34,18 +34,19 @@ def store_row(ptr, base, c, cols, y, EVEN: tl.constexpr, STORE: tl.constexpr):
 
 
 @triton.jit
-def sum_of_squares(x_ptr, base, cols, BLOCK: tl.constexpr, SPAN: tl.constexpr):
+def sum_of_squares(x_ptr, base, cols, BLOCK: tl.constexpr, SPAN: tl.constexpr, ORDERED: tl.constexpr = False):
     """sum(x²) of a row walked in BLOCK-wide tiles, fp32 lanes. The row is kept in L2
     (evict_last) for the pass that reads it again (evict_first), which then costs L2
     bandwidth, not memory bandwidth. SPAN > 0: the row fits in SPAN columns, a
-    compile-time bound: the loop unrolls and all its tiles' loads go out together."""
+    compile-time bound: the loop unrolls and all its tiles' loads go out together.
+    ORDERED: volatile loads (after the operands' own: see ORDERED below)."""
     c = tl.arange(0, BLOCK)
     squares = tl.zeros([BLOCK], tl.float32)
     end = SPAN if SPAN else cols
     UNROLL: tl.constexpr = SPAN // BLOCK if SPAN else 1   # a static trip count: unrolled in Triton's IR
     for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
         x = tl.load(x_ptr + base + start + c, mask=start + c < cols, other=0.0,
-                    eviction_policy="evict_last").to(tl.float32)
+                    eviction_policy="" if ORDERED else "evict_last", volatile=ORDERED).to(tl.float32)
         squares += x * x
     return tl.sum(squares, 0)
 
@@ -87,8 +88,8 @@ def tile_mask(ok, cols, BLOCK: tl.constexpr, EVEN: tl.constexpr):
 def load_tile_raw(ptr, offs, ok, cols, BLOCK: tl.constexpr, EVEN: tl.constexpr, LOAD: tl.constexpr,
                   ORDERED: tl.constexpr = False):
     """A tile of rows in its own dtype, 0 where masked. ORDERED: a volatile load (below)."""
-    return tl.load(ptr + offs, mask=tile_mask(ok, cols, BLOCK, EVEN), other=0.0, eviction_policy=LOAD,
-                   volatile=ORDERED)
+    return tl.load(ptr + offs, mask=tile_mask(ok, cols, BLOCK, EVEN), other=0.0,
+                   eviction_policy="" if ORDERED else LOAD, volatile=ORDERED)   # ptxas: no hint on volatile
 
 
 @triton.jit
@@ -164,4 +165,7 @@ def load_columns(ptr, cols, BLOCK: tl.constexpr, EVEN: tl.constexpr, ORDERED: tl
 # program order (ld.volatile, LDG.E.STRONG.SYS: relaxed system-scope loads, served by L2
 # like any other for device memory): loaded volatile, the operands first and x last, every
 # load of the tile is issued before the first instruction that waits for one. The same
-# bits: only the order of the loads moves.
+# bits: only the order of the loads moves. A looped row that fits in SPAN (EARLY's whole
+# operands) takes it too: there the operands otherwise wait for x's first pass and its
+# reduction. Not for large batches: at 1823x781 fp32, where rows are not 16-byte vectors,
+# it ran 2-3x slower on the H200 (r31 probe), every program's operands fetched anew.

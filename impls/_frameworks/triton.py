@@ -564,7 +564,8 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
                 measure(looped)
                 if warps == 16:
                     measure({**looped, "maxnreg": FULL_OCCUPANCY_REGS})
-    looped_switches = ("early",) if "looped_early" in options else ()
+    # EARLY and ORDERED on a looped row that fits in SPAN: its operands loaded whole up front
+    looped_switches = ("early", "ordered") if "looped_early" in options else ()
 
     def applicable(cfg, toggle):   # not the on-chip path's switches on a looped config
         return not (cfg.get("loop_block") and any(s in toggle for s in SWITCHES if s not in looped_switches))

@@ -120,21 +120,22 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
         c = tl.arange(0, BLOCK)
         end = SPAN if SPAN else cols
         UNROLL: tl.constexpr = SPAN // BLOCK if SPAN else 1   # a static trip count: unrolled in Triton's IR
-        WHOLE: tl.constexpr = EARLY and SPAN > 0   # the output pass holds the whole row
+        WHOLE: tl.constexpr = (EARLY or ORDERED) and SPAN > 0   # the output pass holds the whole row
         stop, stride = program_loop(pid, rows, programs, PERSISTENT)
         for row in range(pid, stop, stride):
             base = tl.cast(row, tl.int64) * cols
             if WHOLE:   # g's and b's loads go out with x's first pass, not after the statistics
                 span = span_offsets(SPAN, BLOCK)
-                g = tl.load(g_ptr + span, mask=span < cols, other=0.0)
-                b = tl.load(b_ptr + span, mask=span < cols, other=0.0)
+                g = tl.load(g_ptr + span, mask=span < cols, other=0.0, volatile=ORDERED)
+                b = tl.load(b_ptr + span, mask=span < cols, other=0.0, volatile=ORDERED)
             if VARIANT == 0:   # a running Welford update per lane, then the lanes merged
                 n = tl.zeros([BLOCK], tl.float32)
                 mean_l = tl.zeros([BLOCK], tl.float32)
                 m2_l = tl.zeros([BLOCK], tl.float32)
                 for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
                     mask = start + c < cols
-                    x = tl.load(x_ptr + base + start + c, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+                    x = tl.load(x_ptr + base + start + c, mask=mask, other=0.0,
+                                eviction_policy="" if ORDERED else "evict_last", volatile=ORDERED).to(tl.float32)
                     n_new = n + mask.to(tl.float32)
                     delta = tl.where(mask, x - mean_l, 0.0)
                     mean_l += delta / tl.maximum(n_new, 1.0)
@@ -145,7 +146,9 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
             elif VARIANT == 1:
                 s = tl.zeros([BLOCK], tl.float32)
                 for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
-                    s += tl.load(x_ptr + base + start + c, mask=start + c < cols, other=0.0, eviction_policy="evict_last").to(tl.float32)
+                    s += tl.load(x_ptr + base + start + c, mask=start + c < cols, other=0.0,
+                                 eviction_policy="" if ORDERED else "evict_last",
+                                 volatile=ORDERED).to(tl.float32)
                 mean = tl.sum(s, 0) / cols
                 s2 = tl.zeros([BLOCK], tl.float32)
                 for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
@@ -161,7 +164,9 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
                 s = tl.zeros([BLOCK], tl.float32)
                 s2 = tl.zeros([BLOCK], tl.float32)
                 for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
-                    x = tl.load(x_ptr + base + start + c, mask=start + c < cols, other=0.0, eviction_policy="evict_last").to(tl.float32)
+                    x = tl.load(x_ptr + base + start + c, mask=start + c < cols, other=0.0,
+                                eviction_policy="" if ORDERED else "evict_last",
+                                volatile=ORDERED).to(tl.float32)
                     s += x
                     s2 += x * x
                 mean = tl.sum(s, 0) / cols

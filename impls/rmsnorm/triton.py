@@ -17,8 +17,8 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks._triton_rows import (first_tile, load_columns_raw, load_tile, program_loop, span_offsets, store_tile,
-                                            sum_of_squares, tile_input, tile_offsets)
+from impls._frameworks._triton_rows import (first_tile, load_columns_raw, load_tile, program_loop, span_offsets,
+                                            store_tile, sum_of_squares, tile_input, tile_offsets)
 from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_config, row_launcher, tune_rows
 
 
@@ -30,9 +30,9 @@ def _rmsnorm(x_ptr, g_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.constexpr,
     """PREFETCH: the next tile's loads go out before this tile's reduction. EARLY: g is
     loaded with x (one memory latency for a small batch, where it is not in L2 yet) rather
     than after the reduction (fewer live registers); on a looped row that fits in SPAN,
-    the whole of g, and the second pass takes the row in one step. ORDERED (on chip, in
-    place of EARLY and PREFETCH): g and x by volatile loads, g first, so that ptxas issues
-    both before x's reduction (_triton_rows). SPAN (looped rows): a static bound for the
+    the whole of g, and the second pass takes the row in one step. ORDERED (in place of
+    EARLY and PREFETCH): g and x (a looped row's first pass) by volatile loads, g first, so
+    that ptxas issues both before x's reduction (_triton_rows). SPAN (looped rows): a static bound for the
     column loops, see sum_of_squares."""
     cols = COLS if COLS else cols   # a masked row: its length at compile time (static_cols)
     pid = tl.program_id(0)
@@ -56,14 +56,14 @@ def _rmsnorm(x_ptr, g_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.constexpr,
         c = tl.arange(0, BLOCK)
         end = SPAN if SPAN else cols
         UNROLL: tl.constexpr = SPAN // BLOCK if SPAN else 1   # a static trip count: unrolled in Triton's IR
-        WHOLE: tl.constexpr = EARLY and SPAN > 0   # the second pass holds the whole row
+        WHOLE: tl.constexpr = (EARLY or ORDERED) and SPAN > 0   # the second pass holds the whole row
         stop, stride = program_loop(pid, rows, programs, PERSISTENT)
         for row in range(pid, stop, stride):
             base = tl.cast(row, tl.int64) * cols
             if WHOLE:   # g's loads go out with x's first pass, not after its reduction
                 span = span_offsets(SPAN, BLOCK)
-                g = tl.load(g_ptr + span, mask=span < cols, other=0.0)
-            inv_rms = tl.math.rsqrt(sum_of_squares(x_ptr, base, cols, BLOCK, SPAN) / cols + eps)
+                g = tl.load(g_ptr + span, mask=span < cols, other=0.0, volatile=ORDERED)
+            inv_rms = tl.math.rsqrt(sum_of_squares(x_ptr, base, cols, BLOCK, SPAN, ORDERED) / cols + eps)
             if WHOLE:
                 x = tl.load(x_ptr + base + span, mask=span < cols, other=0.0, eviction_policy="evict_first")
                 y = x.to(tl.float32) * inv_rms * g.to(tl.float32)

@@ -51,8 +51,9 @@ def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs, COLS: t
            ORDERED: tl.constexpr = False):
     """EARLY: g (and, on a looped row that fits in SPAN, the whole of g, u and r) loaded
     with x's first pass rather than after its reduction: one memory latency for a small
-    batch, more live registers. ORDERED (on chip): g, u, r and x by volatile loads in that
-    order, so that ptxas issues them all before x's reduction (_triton_rows). SPAN (looped rows): a static bound for the column loops,
+    batch, more live registers. ORDERED: g, u, r and x (a looped row's first pass) by
+    volatile loads in that order, so that ptxas issues them all before x's reduction
+    (_triton_rows). SPAN (looped rows): a static bound for the column loops,
     as in the rmsnorm. LOAD: the eviction policy of the operands read once (x, u and r on
     chip; u and r in a looped row, whose x is kept in L2 for its second pass)."""
     cols = COLS if COLS else cols   # a masked row: its length at compile time (static_cols)
@@ -80,17 +81,19 @@ def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs, COLS: t
         c = tl.arange(0, BLOCK)
         end = SPAN if SPAN else cols
         UNROLL: tl.constexpr = SPAN // BLOCK if SPAN else 1   # a static trip count: unrolled in Triton's IR
-        WHOLE: tl.constexpr = EARLY and SPAN > 0   # the second pass holds the whole row
+        WHOLE: tl.constexpr = (EARLY or ORDERED) and SPAN > 0   # the second pass holds the whole row
         stop, stride = program_loop(pid, rows, programs, PERSISTENT)
         for row in range(pid, stop, stride):
             base = tl.cast(row, tl.int64) * cols
             if WHOLE:   # g, u and r in flight with x's first pass
                 span = span_offsets(SPAN, BLOCK)
                 m = span < cols
-                g = tl.load(g_ptr + span, mask=m, other=0.0)
-                u = tl.load(u_ptr + base + span, mask=m, other=0.0, eviction_policy=LOAD)
-                r = tl.load(r_ptr + base + span, mask=m, other=0.0, eviction_policy=LOAD)
-            inv_rms = tl.math.rsqrt(sum_of_squares(x_ptr, base, cols, BLOCK, SPAN) / cols + eps)
+                g = tl.load(g_ptr + span, mask=m, other=0.0, volatile=ORDERED)
+                u = tl.load(u_ptr + base + span, mask=m, other=0.0, eviction_policy="" if ORDERED else LOAD,
+                            volatile=ORDERED)
+                r = tl.load(r_ptr + base + span, mask=m, other=0.0, eviction_policy="" if ORDERED else LOAD,
+                            volatile=ORDERED)
+            inv_rms = tl.math.rsqrt(sum_of_squares(x_ptr, base, cols, BLOCK, SPAN, ORDERED) / cols + eps)
             if WHOLE:
                 x = tl.load(x_ptr + base + span, mask=m, other=0.0, eviction_policy="evict_first").to(tl.float32)
                 y = _tail(x, inv_rms, g.to(tl.float32), u, r)
@@ -153,7 +156,8 @@ def bind_fused(x, weight, u, r, eps, out):
         return xs, torch.randn_like(xs), torch.randn_like(xs), torch.empty_like(xs)
 
     tuned = tune_rows(("rmsnorm_silu_mul_add", cols), cols, block, on_chip, x.dtype, x.device,
-                      scratch, bind, options=("early", "ordered", "looped", "looped_early") if on_chip else (), kernel=_fused)
+                      scratch, bind, options=("early", "ordered", "looped", "looped_early") if on_chip else (),
+                      kernel=_fused)
     cfg = tuned.for_rows(rows)   # the config tuned for the nearest batch size: the same bits
     return configured(bind(cfg, (x, u, r, out), rows),
                       row_config(cfg, block, on_chip), tuned.table)
