@@ -73,13 +73,14 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
         ahead = first_tile(x_ptr, pid, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
         stop, stride = program_loop(pid, tl.cdiv(rows, ROWS), programs, PERSISTENT)
         for tile in range(pid, stop, stride):
-            offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
             if ORDERED:   # g, b, then x, every load out at once (_triton_rows: ORDERED)
                 g = load_columns_raw(g_ptr, cols, BLOCK, EVEN, True)
                 b = load_columns_raw(b_ptr, cols, BLOCK, EVEN, True)
+                offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
                 x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, LOAD, True)
-            else:
+            else:   # (the offsets after x's loads are issued, as before ORDERED: the same code)
                 x, ahead = tile_input(x_ptr, ahead, tile, programs, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
+                offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
                 if EARLY:
                     g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
                     b = load_columns_raw(b_ptr, cols, BLOCK, EVEN)

@@ -32,17 +32,17 @@ def _rmsnorm(x_ptr, g_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.constexpr,
     than after the reduction (fewer live registers); on a looped row that fits in SPAN,
     the whole of g, and the second pass takes the row in one step. ORDERED (in place of
     EARLY and PREFETCH): g and x (a looped row's first pass) by volatile loads, g first, so
-    that ptxas issues both before x's reduction (_triton_rows). SPAN (looped rows): a static bound for the
-    column loops, see sum_of_squares."""
+    that ptxas issues both before x's reduction (_triton_rows). SPAN (looped rows): a static
+    bound for the column loops, see sum_of_squares."""
     cols = COLS if COLS else cols   # a masked row: its length at compile time (static_cols)
     pid = tl.program_id(0)
     if ON_CHIP:
         ahead = first_tile(x_ptr, pid, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
         stop, stride = program_loop(pid, tl.cdiv(rows, ROWS), programs, PERSISTENT)
         for tile in range(pid, stop, stride):
-            offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
             if ORDERED:   # g, then x, both out at once (_triton_rows: ORDERED)
                 g = load_columns_raw(g_ptr, cols, BLOCK, EVEN, True)
+                offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
                 x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, LOAD, True)
             else:
                 x, ahead = tile_input(x_ptr, ahead, tile, programs, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
@@ -51,6 +51,8 @@ def _rmsnorm(x_ptr, g_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.constexpr,
             inv_rms = tl.math.rsqrt(tl.sum(x * x, 1) / cols + eps)
             if not (EARLY or ORDERED):
                 g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
+            # after the reduction (without ORDERED): the offsets' registers are not held across it
+            offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
             store_tile(y_ptr, offs, ok, cols, x * inv_rms[:, None] * g.to(tl.float32), BLOCK, EVEN, STORE)
     else:   # ROWS == 1: one row at a time, BLOCK-wide column tiles
         c = tl.arange(0, BLOCK)
