@@ -168,4 +168,5 @@ def load_columns(ptr, cols, BLOCK: tl.constexpr, EVEN: tl.constexpr, ORDERED: tl
 # bits: only the order of the loads moves. A looped row that fits in SPAN (EARLY's whole
 # operands) takes it too: there the operands otherwise wait for x's first pass and its
 # reduction. Not for large batches: at 1823x781 fp32, where rows are not 16-byte vectors,
-# it ran 2-3x slower on the H200 (r31 probe), every program's operands fetched anew.
+# it ran 2-3x slower on the H200 (r31 probe; why is not known: volatile loads skip L1, and
+# there every program reads g and b again). The tuner measures it; it is no default.
