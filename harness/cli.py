@@ -64,6 +64,11 @@ def _tracker(cfg: DictConfig):
         return None, f"MLflow could not be used: {type(e).__name__}: {e}"
 
 
+# The shell's code for a process ended by SIGINT (128 + 2): an interrupted run exits with it
+# after writing its table, so a script or the nightly job does not take it for a whole run.
+INTERRUPTED_EXIT = 130
+
+
 def run(cfg: DictConfig) -> int:
     device = devices.resolve(cfg.device)
     planning.resolve_sweep(cfg, device)
@@ -119,7 +124,8 @@ def run(cfg: DictConfig) -> int:
     if tracker is not None:
         try:
             tracker.finish(invocation_id, [jsonl.path, out_dir / "table.txt"],
-                           {f"n_{k}": v for k, v in counts.items()})
+                           {**{f"n_{k}": v for k, v in counts.items()}, "interrupted": int(interrupted)},
+                           status="KILLED" if interrupted else "FINISHED")
             print(f"MLflow: {tracker.uri} ({tracker.run_url(invocation_id)})")
             if tracker.uri.startswith("sqlite:"):
                 mlflow_cli = Path(sys.executable).parent / "mlflow"
@@ -131,6 +137,10 @@ def run(cfg: DictConfig) -> int:
     if tracker is None and cfg.tracking.enabled and cfg.tracking.uri:
         print(f"MLflow: not uploaded ({tracker_note}). When the server is back:\n"
               f"  harness-upload {jsonl.path} --tracking-uri {cfg.tracking.uri}")
+    if interrupted:   # every record is kept; the exit code says the run did not finish
+        not_run = sum(1 for r in records if r.reason.startswith("the run was interrupted"))
+        print(f"harness: interrupted (SIGINT): {not_run} cases not run, recorded as skipped", file=sys.stderr)
+        return INTERRUPTED_EXIT
     bad = sum(v for k, v in counts.items() if k in ("fail", "error", "crash", "timeout", "oom"))
     bad -= sum(1 for r in records if r.negative_control and r.status == "fail")
     return 1 if cfg.strict and bad else 0

@@ -180,3 +180,54 @@ def test_a_sigint_while_the_worker_stops_kills_it_and_the_run_goes_on():
     assert runner.calls == [False, True]
     calm = type("Calm", (), {"stop": lambda self, kill=False: None})()
     assert _stop(calm, interrupted=False) is False and _stop(None, interrupted=True) is True
+
+
+def test_an_interrupted_run_keeps_every_record_and_says_so_in_its_exit_code(tmp_path, monkeypatch):
+    """A SIGINT in the second of three cases: the first record as it ran, the second an
+    error naming the interrupt, the third skipped; all in the JSONL and the table; the
+    MLflow invocation run KILLED with interrupted = 1; exit code 130, not 0."""
+    import json
+
+    from hydra import compose, initialize_config_dir
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict
+
+    from harness import cli
+    from harness import plan as planning
+
+    class InterruptedSecond:
+        def __init__(self, device, settings):
+            self.device, self.settings, self.calls = device, settings, 0
+
+        def run(self, spec):
+            self.calls += 1
+            if self.calls == 2:
+                raise KeyboardInterrupt
+            rec = cli.base_record(spec, self.device, self.settings, {})
+            rec.status = "ok"
+            return rec
+
+        def stop(self, kill=False):
+            pass
+
+    monkeypatch.setattr(cli, "_runner", lambda cfg, device, settings: InterruptedSecond(device, settings))
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    with initialize_config_dir(config_dir=str(planning.CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=["op=copy", "impl=eager", "dtype=fp32", "shapes=[[100],[200],[300]]",
+                                           f"tracking.uri={uri}", "device=cpu"], return_hydra_config=True)
+    with open_dict(cfg):
+        cfg.hydra.runtime.output_dir = str(tmp_path)
+    HydraConfig.instance().set_config(cfg)
+    try:
+        assert cli.run(cfg) == cli.INTERRUPTED_EXIT == 130
+    finally:
+        HydraConfig.instance().cfg = None   # not this process's other tests' Hydra config
+    recs = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert [(r["shape"], r["status"]) for r in recs] == [([100], "ok"), ([200], "error"), ([300], "skipped")]
+    assert "interrupted" in recs[1]["reason"] and "interrupted" in recs[2]["reason"]
+    assert (tmp_path / "table.txt").exists()
+    from mlflow.tracking import MlflowClient
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(str(cfg.tracking.experiment))
+    (inv,) = client.search_runs([exp.experiment_id], "tags.`harness.kind` = 'invocation'")
+    assert inv.info.status == "KILLED" and inv.data.metrics["interrupted"] == 1.0

@@ -245,7 +245,10 @@ class MlflowLogger:
         self.client.log_batch(series_id, metrics=points)
         seen.add(r.bytes)
 
-    def finish(self, invocation_id: str, artifacts: list[Path], summary: dict[str, float]) -> None:
+    def finish(self, invocation_id: str, artifacts: list[Path], summary: dict[str, float],
+               status: str = "FINISHED") -> None:
+        """Close the invocation run: its summary metrics, its artifacts, and its MLflow
+        status (KILLED for a run a SIGINT cut short: the UI then says it did not finish)."""
         run_id = self._invocations.get(invocation_id)
         if run_id is None:
             return
@@ -255,7 +258,7 @@ class MlflowLogger:
         for path in artifacts:
             if Path(path).exists():
                 self.client.log_artifact(run_id, str(path))
-        self.client.set_terminated(run_id, "FINISHED")
+        self.client.set_terminated(run_id, status)
 
     def run_url(self, invocation_id: str) -> str | None:
         run_id = self._invocations.get(invocation_id)
