@@ -67,6 +67,7 @@ def _tracker(cfg: DictConfig):
 # The shell's code for a process ended by SIGINT (128 + 2): an interrupted run exits with it
 # after writing its table, so a script or the nightly job does not take it for a whole run.
 INTERRUPTED_EXIT = 130
+NOT_RUN = "the run was interrupted (SIGINT) before this case"   # a skipped case's reason
 
 
 def run(cfg: DictConfig) -> int:
@@ -92,7 +93,7 @@ def run(cfg: DictConfig) -> int:
         if spec.skip_reason or interrupted:
             rec = base_record(spec, device, settings, {})
             if interrupted:
-                rec.status, rec.reason = "skipped", "the run was interrupted (SIGINT) before this case"
+                rec.status, rec.reason = "skipped", NOT_RUN
         else:
             try:
                 if runner is None:
@@ -138,7 +139,7 @@ def run(cfg: DictConfig) -> int:
         print(f"MLflow: not uploaded ({tracker_note}). When the server is back:\n"
               f"  harness-upload {jsonl.path} --tracking-uri {cfg.tracking.uri}")
     if interrupted:   # every record is kept; the exit code says the run did not finish
-        not_run = sum(1 for r in records if r.reason.startswith("the run was interrupted"))
+        not_run = sum(1 for r in records if r.reason == NOT_RUN)
         print(f"harness: interrupted (SIGINT): {not_run} cases not run, recorded as skipped", file=sys.stderr)
         return INTERRUPTED_EXIT
     bad = sum(v for k, v in counts.items() if k in ("fail", "error", "crash", "timeout", "oom"))
