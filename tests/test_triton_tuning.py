@@ -551,3 +551,61 @@ def test_only_a_row_shorter_than_its_block_is_compiled_for_its_length():
     assert fw.static_cols(781, 1024) == 781 and fw.static_cols(7, 8) == 7
     assert fw.static_cols(4096, 4096) == 0 and fw.static_cols(8192, 2048) == 0 and fw.static_cols(1, 1) == 0
     assert fw.static_cols(40000, 4096) == 0
+
+
+def test_a_batch_between_the_problems_takes_its_own_fastest_config_of_the_chosen_bits(monkeypatch):
+    """r35 (H200, LayerNorm fp32 1823x781): the config of the chosen bits fastest on 2048
+    rows ran 1823 rows slower than another of the same bits (a wave's edge). A batch that
+    is none of the problems, and smaller than half the large one, is measured itself among
+    the configs of the chosen bits; a faster config of other bits, or one that writes other
+    bits on the batch, never serves it. The record's table shows the measurement; a tuning
+    problem's batch and a large batch take the tuned configs unmeasured."""
+    def bits(cfg):
+        return f"{cfg['num_warps'] // cfg['rows']} warps a row"
+
+    def fake_time(cfg, rows):
+        shape = (cfg["rows"], cfg["num_warps"])
+        if rows == 1823:   # the batch itself: 1x4 (same bits) fastest, 1x8 (other bits) faster still
+            return {(1, 4): 7.9, (1, 8): 7.0}.get(shape, 8.7) + (0.5 if cfg["persistent"] else 0.0)
+        if rows == fw.MID_ROWS:
+            return 8.8 if shape == (2, 8) else 9.1
+        return 100.0 if shape == (2, 8) else 104.0 if shape == (1, 4) else 120.0
+
+    timed = []
+
+    def measure(run, samples=fw.TUNING_SAMPLES):
+        cfg, rows = run()
+        timed.append(rows)
+        return fake_time(cfg, rows)
+
+    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, fw.ROW_OPTIONS, measure=measure, bits=bits)
+    assert (tuned.config["rows"], tuned.config["num_warps"]) == (2, 8)
+
+    def scratch(rows):
+        return rows, [None]
+
+    def bind(cfg, args, rows):
+        def launch():
+            args[-1][0] = "other bits here" if cfg["persistent"] else bits(cfg)   # a neutral switch gone wrong
+            return cfg, rows
+        return launch
+
+    monkeypatch.setattr(fw, "_digest", lambda args: args[-1][0])
+    monkeypatch.setattr(fw, "_batch_choices", {})
+    timed.clear()
+    cfg, table = fw.for_batch(tuned, ("stand-in", 4096), _Fp16, 1823, scratch, bind)
+    assert (cfg["rows"], cfg["num_warps"], cfg["tuned_for_rows"]) == (1, 4, 1823)
+    assert bits(cfg) == bits(tuned.config) and set(timed) == {1823}
+    batch = table["batch"]
+    assert batch["rows"] == 1823 and table["candidates"] == tuned.table["candidates"]
+    assert fw.config_of(batch["candidates"][0]) == tuned.config   # the chosen config, timed first
+    assert {(c["rows"], c["num_warps"]) for c in batch["candidates"]} == {(2, 8), (1, 4)}
+    # measured once per process
+    timed.clear()
+    assert fw.for_batch(tuned, ("stand-in", 4096), _Fp16, 1823, scratch, bind)[0] == cfg and not timed
+    # a tuning problem's batch, and one of at least half the large problem's rows: unmeasured
+    large = tuned.batches[0][0]
+    for rows in (fw.SMALL_ROWS, fw.MID_ROWS, large // 2, large):
+        assert fw.for_batch(tuned, ("stand-in", 4096), _Fp16, rows, scratch, bind) == \
+            (tuned.for_rows(rows), tuned.table)
+    assert not timed

@@ -606,6 +606,64 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     return _keep(key, entry, Tuned(config_of(best), table, batches))
 
 
+# A batch of a few waves runs the chosen bits in the config of those bits fastest on the
+# batch itself: near a wave's edge the tuning problems mislead (r35, H200, LayerNorm
+# two_pass fp32 1823x781: 4x4 tiles with x read again, fastest of the chosen bits on the
+# 2048-row problem, ran 1823 rows in 8.68 us; 2x4 tiles, the same bits, in 7.91, ahead of
+# torch.compile's 8.40: 912 programs of 2 rows fill one wave, 1024 do not). A batch of at
+# least this share of the large problem's rows streams from memory: it takes that config.
+BATCH_MEASURED_BELOW = 0.5
+_batch_choices: dict = {}
+
+
+def _family(tuned: Tuned) -> list[dict]:
+    """The measured candidates that wrote the chosen config's bits (same_bits), the chosen
+    one first; empty without a table (the interpreter, a stand-in) or with one alone."""
+    ran = _ran(tuned.table.get("candidates", []))
+    chosen = next((c for c in ran if config_of(c) == tuned.config), None)
+    if chosen is None:
+        return []
+    family = [chosen] + [c for c in ran if c is not chosen and same_bits(c, chosen)]
+    return family if len(family) > 1 else []
+
+
+def for_batch(tuned: Tuned, key, dtype, rows: int, make_scratch, bind) -> tuple[dict, dict]:
+    """(config, tuning table) for a batch of ``rows``: a tuning problem's rows, or a batch
+    of at least BATCH_MEASURED_BELOW of the large problem's, takes the config tuned there
+    (Tuned.for_rows); any other batch, the config of the chosen bits (_family) fastest on
+    a scratch batch of its own size (make_scratch, bind as for tune_rows), measured once
+    per process, outside any timed region. Only a config that wrote the chosen config's
+    bits there too may serve it: the bits never depend on the batch. The table then has
+    that measurement under "batch"."""
+    problems = [n for n, _ in tuned.batches]
+    family = _family(tuned) if problems and not interpreting() else []
+    if not family or rows in problems or rows >= BATCH_MEASURED_BELOW * max(problems):
+        return tuned.for_rows(rows), tuned.table
+    memo = (*key, str(dtype), rows)   # key and dtype: as given to tune_rows
+    if memo not in _batch_choices:
+        args = make_scratch(rows)
+        measured = []
+        for c in family:   # the chosen config first: the bits every other one must write
+            cfg = config_of(c)
+            us = _measure(bind(cfg, args, rows), SMALL_TUNING_SAMPLES)
+            measured.append({**cfg, "us": us, "bits": _digest(args) if us is not None else None})
+        same = [m for m in measured if m["us"] is not None and m["bits"] == measured[0]["bits"]]
+        if not same:
+            raise RuntimeError(f"the chosen Triton row config did not run a batch of {rows} rows: {measured}")
+        best = min(same, key=lambda m: m["us"])
+        _batch_choices[memo] = ({**config_of(best), "tuned_for_rows": rows}, {"rows": rows, "candidates": measured})
+    config, batch = _batch_choices[memo]
+    return config, {**tuned.table, "batch": batch}
+
+
+def row_choice(key, rows: int, cols: int, block: int, on_chip: bool, dtype, device, make_scratch, bind,
+               **tune_options) -> tuple[dict, dict]:
+    """(config, tuning table) of a row kernel for a batch of ``rows``: tune_rows (the bits,
+    once per row length and dtype), then for_batch (the batch's own config of those bits)."""
+    tuned = tune_rows(key, cols, block, on_chip, dtype, device, make_scratch, bind, **tune_options)
+    return for_batch(tuned, key, dtype, rows, make_scratch, bind)
+
+
 def _fastest_of_its_bits(candidates: list[dict], best: dict, problem: str) -> dict | None:
     """Among the candidates that give ``best``'s bits (same_bits), the fastest on
     ``problem``; None if that is ``best`` itself."""

@@ -23,7 +23,7 @@ import triton.language as tl
 from harness.registry import impl
 from impls._frameworks._triton_rows import (first_tile, load_columns_raw, load_tile, program_loop, span_offsets,
                                             store_tile, tile_input, tile_mask, tile_offsets)
-from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_config, row_launcher, tune_rows
+from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_choice, row_config, row_launcher
 
 
 @triton.jit
@@ -211,14 +211,13 @@ def layernorm_launcher(x, weight, bias, eps, out, variant: str):
 
     # The negative control runs the two-pass kernel's config: its speed is not the point.
     tuned_as = VARIANTS["two_pass"] if code == VARIANTS["naive"] else code
-    tuned = tune_rows(("layernorm", tuned_as, cols), cols, block, on_chip, x.dtype, x.device,
-                      scratch, lambda cfg, args, n: bind(cfg, args, n, tuned_as),
-                      options=(*ROW_OPTIONS, "reload", "looped_early") if on_chip else (), kernel=_layernorm)
-    cfg = tuned.for_rows(rows)   # the config tuned for the nearest batch size: the same bits
+    cfg, table = row_choice(("layernorm", tuned_as, cols), rows, cols, block, on_chip, x.dtype, x.device,
+                            scratch, lambda cfg, args, n: bind(cfg, args, n, tuned_as),
+                            options=(*ROW_OPTIONS, "reload", "looped_early") if on_chip else (), kernel=_layernorm)
     config = row_config(cfg, block, on_chip)
     if tuned_as != code:
         config["tuned_as"] = "two_pass"
-    return configured(bind(cfg, (x, weight, bias, out), rows), config, tuned.table)
+    return configured(bind(cfg, (x, weight, bias, out), rows), config, table)
 
 @impl("layernorm", "triton", variant="welford")
 def bind_welford(x, weight, bias, eps, out):

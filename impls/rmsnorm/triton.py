@@ -19,7 +19,7 @@ import triton.language as tl
 from harness.registry import impl
 from impls._frameworks._triton_rows import (first_tile, load_columns_raw, load_tile, program_loop, span_offsets,
                                             store_tile, sum_of_squares, tile_input, tile_offsets)
-from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_config, row_launcher, tune_rows
+from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_choice, row_config, row_launcher
 
 
 @triton.jit
@@ -97,11 +97,9 @@ def rmsnorm_launcher(x, weight, eps, out):
         xs = torch.randn(n_rows, cols, device=x.device).to(x.dtype)
         return xs, weight, torch.empty_like(xs)
 
-    tuned = tune_rows(("rmsnorm", cols), cols, block, on_chip, x.dtype, x.device, scratch, bind,
-                      options=(*ROW_OPTIONS, "looped_early") if on_chip else (), kernel=_rmsnorm)
-    cfg = tuned.for_rows(rows)   # the config tuned for the nearest batch size: the same bits
-    return configured(bind(cfg, (x, weight, out), rows),
-                      row_config(cfg, block, on_chip), tuned.table)
+    cfg, table = row_choice(("rmsnorm", cols), rows, cols, block, on_chip, x.dtype, x.device, scratch, bind,
+                            options=(*ROW_OPTIONS, "looped_early") if on_chip else (), kernel=_rmsnorm)
+    return configured(bind(cfg, (x, weight, out), rows), row_config(cfg, block, on_chip), table)
 
 
 @impl("rmsnorm", "triton")

@@ -17,7 +17,7 @@ import triton.language as tl
 from harness.registry import impl
 from impls._frameworks._triton_rows import (load_columns, load_tile, program_loop, span_offsets, store_tile,
                                             sum_of_squares, tile_offsets)
-from impls._frameworks.triton import configured, launch_1d, row_block, row_config, row_launcher, tune_rows
+from impls._frameworks.triton import configured, launch_1d, row_block, row_choice, row_config, row_launcher
 from impls.rmsnorm.triton import rmsnorm_launcher
 
 # e^-24: for n < 0, silu takes the exp of n + 24 and scales back at the end (see _silu)
@@ -155,12 +155,10 @@ def bind_fused(x, weight, u, r, eps, out):
         xs = torch.randn(n_rows, cols, device=x.device).to(x.dtype)
         return xs, torch.randn_like(xs), torch.randn_like(xs), torch.empty_like(xs)
 
-    tuned = tune_rows(("rmsnorm_silu_mul_add", cols), cols, block, on_chip, x.dtype, x.device,
-                      scratch, bind, options=("early", "ordered", "looped", "looped_early") if on_chip else (),
-                      kernel=_fused)
-    cfg = tuned.for_rows(rows)   # the config tuned for the nearest batch size: the same bits
-    return configured(bind(cfg, (x, u, r, out), rows),
-                      row_config(cfg, block, on_chip), tuned.table)
+    cfg, table = row_choice(("rmsnorm_silu_mul_add", cols), rows, cols, block, on_chip, x.dtype, x.device,
+                            scratch, bind, options=("early", "ordered", "looped", "looped_early") if on_chip else (),
+                            kernel=_fused)
+    return configured(bind(cfg, (x, u, r, out), rows), row_config(cfg, block, on_chip), table)
 
 
 @impl("rmsnorm_silu_mul_add", "triton", variant="unfused")

@@ -21,7 +21,7 @@ import triton.language as tl
 
 from harness.registry import impl
 from impls._frameworks._triton_rows import load_row, program_loop, store_row
-from impls._frameworks.triton import configured, row_block, row_launcher, row_tile, tune_rows
+from impls._frameworks.triton import configured, row_block, row_choice, row_launcher, row_tile
 
 _NEG_INF = tl.constexpr(float("-inf"))
 
@@ -114,13 +114,12 @@ def softmax_launcher(x, out, variant: str):
         xs = torch.randn(n_rows, cols, device=x.device).to(x.dtype)
         return xs, torch.empty_like(xs)
 
-    tuned = tune_rows(("softmax", code, cols), cols, block, code == 0, x.dtype, x.device,
-                      scratch, bind, max_rows=1, kernel=_softmax)
-    cfg = tuned.for_rows(rows)   # the config tuned for the nearest batch size: the same bits
+    cfg, table = row_choice(("softmax", code, cols), rows, cols, block, code == 0, x.dtype, x.device,
+                            scratch, bind, max_rows=1, kernel=_softmax)
     config = {**cfg, "BLOCK": block, "variant_run": [k for k, v in VARIANTS.items() if v == code][0]}
     if note:
         config["note"] = note
-    return configured(bind(cfg, (x, out), rows), config, tuned.table)
+    return configured(bind(cfg, (x, out), rows), config, table)
 
 
 @impl("softmax", "triton", variant="on_chip")
