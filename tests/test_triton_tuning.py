@@ -611,3 +611,50 @@ def test_a_batch_between_the_problems_takes_its_own_fastest_config_of_the_chosen
         assert fw.for_batch(tuned, ("stand-in", 4096), _Fp16, rows, scratch, bind) == \
             (tuned.for_rows(rows), tuned.table)
     assert not timed
+
+
+def test_a_batchs_own_config_is_kept_on_disk_beside_the_tuned_choice(monkeypatch, tuning_cache_dir):
+    """A later process takes a batch's config from the tuning cache unmeasured, with the
+    measurement's table and date (a nightly series keeps its configs); triton_tuning=fresh
+    measures it again."""
+    def bits(cfg):
+        return f"{cfg['num_warps'] // cfg['rows']} warps a row"
+
+    def fake_time(cfg, rows):
+        shape = (cfg["rows"], cfg["num_warps"])
+        if rows == 1823:
+            return 7.9 if shape == (1, 4) else 8.7
+        return 100.0 if shape == (2, 8) else 104.0 if shape == (1, 4) else 120.0
+
+    timed = []
+
+    def measure(run, samples=fw.TUNING_SAMPLES):
+        cfg, rows = run()
+        timed.append(rows)
+        return fake_time(cfg, rows)
+
+    def scratch(rows):
+        return rows, [None]
+
+    def bind(cfg, args, rows):
+        def launch():
+            args[-1][0] = bits(cfg)
+            return cfg, rows
+        return launch
+
+    def batch_config():
+        monkeypatch.setattr(fw, "_batch_choices", {})   # a new process
+        tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, fw.ROW_OPTIONS, kernel=_KernelSource("v1"),
+                                          measure=measure, bits=bits)
+        return fw.for_batch(tuned, ("stand-in", 4096), _Fp16, 1823, scratch, bind)
+
+    first, table = batch_config()
+    assert (first["rows"], first["num_warps"]) == (1, 4) and table["batch"]["source"] == "measured"
+    n = timed.count(1823)   # the chosen config and the others of its bits
+    assert n >= 2 and len(table["batch"]["candidates"]) == n
+    again, table2 = batch_config()
+    assert again == first and timed.count(1823) == n, "a kept batch config must not be measured again"
+    assert table2["batch"]["source"] == "cache" and table2["batch"]["measured_at"] == table["batch"]["measured_at"]
+    assert table2["batch"]["candidates"] == table["batch"]["candidates"]
+    monkeypatch.setenv("HARNESS_TRITON_TUNING", "fresh")
+    assert batch_config()[0] == first and timed.count(1823) == 2 * n

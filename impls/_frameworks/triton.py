@@ -537,6 +537,7 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
                                              "hints": "plain", **off, **{o: o != "ordered" for o in switches}}))
     entry = _cache_entry(key, kernel, device, cols=cols, block=block, on_chip=on_chip, max_rows=max_rows,
                          options=list(options))
+    _entries[key] = entry   # for_batch keeps its batches' choices beside this one
     if remembered := _remembered(key, entry):
         return remembered
     large = max(1, SCRATCH_BYTES // (cols * dtype.itemsize))
@@ -614,6 +615,7 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
 # least this share of the large problem's rows streams from memory: it takes that config.
 BATCH_MEASURED_BELOW = 0.5
 _batch_choices: dict = {}
+_entries: dict = {}   # tune_rows's tuning-cache entry per key (with dtype), or None
 
 
 def _family(tuned: Tuned) -> list[dict]:
@@ -631,15 +633,25 @@ def for_batch(tuned: Tuned, key, dtype, rows: int, make_scratch, bind) -> tuple[
     """(config, tuning table) for a batch of ``rows``: a tuning problem's rows, or a batch
     of at least BATCH_MEASURED_BELOW of the large problem's, takes the config tuned there
     (Tuned.for_rows); any other batch, the config of the chosen bits (_family) fastest on
-    a scratch batch of its own size (make_scratch, bind as for tune_rows), measured once
-    per process, outside any timed region. Only a config that wrote the chosen config's
-    bits there too may serve it: the bits never depend on the batch. The table then has
-    that measurement under "batch"."""
+    a scratch batch of its own size (make_scratch, bind as for tune_rows), measured outside
+    any timed region and kept on disk beside the tuner's choice (tuning_cache: a later
+    process, a nightly run, takes the same config unmeasured, until the kernel, the tuner
+    or the machine changes). Only a config that wrote the chosen config's bits there too
+    may serve it: the bits never depend on the batch. The table then has that measurement
+    under "batch"."""
     problems = [n for n, _ in tuned.batches]
     family = _family(tuned) if problems and not interpreting() else []
     if not family or rows in problems or rows >= BATCH_MEASURED_BELOW * max(problems):
         return tuned.for_rows(rows), tuned.table
     memo = (*key, str(dtype), rows)   # key and dtype: as given to tune_rows
+    entry = _entries.get(memo[:-1])
+    entry = entry and tuning_cache.entry_key(("batch", rows), {"tuning": entry})
+    if memo not in _batch_choices and (kept := tuning_cache.load(entry) if entry else None):
+        try:
+            _batch_choices[memo] = (dict(kept["config"]), {**kept["batch"], "source": "cache",
+                                                           "measured_at": kept["measured_at"]})
+        except (KeyError, TypeError):
+            pass   # kept in another form: measure
     if memo not in _batch_choices:
         args = make_scratch(rows)
         measured = []
@@ -651,7 +663,9 @@ def for_batch(tuned: Tuned, key, dtype, rows: int, make_scratch, bind) -> tuple[
         if not same:
             raise RuntimeError(f"the chosen Triton row config did not run a batch of {rows} rows: {measured}")
         best = min(same, key=lambda m: m["us"])
-        _batch_choices[memo] = ({**config_of(best), "tuned_for_rows": rows}, {"rows": rows, "candidates": measured})
+        config, batch = {**config_of(best), "tuned_for_rows": rows}, {"rows": rows, "candidates": measured}
+        stamp = tuning_cache.store(entry, {"config": config, "batch": batch})["measured_at"] if entry else None
+        _batch_choices[memo] = (config, {**batch, "source": "measured", "measured_at": stamp})
     config, batch = _batch_choices[memo]
     return config, {**tuned.table, "batch": batch}
 
