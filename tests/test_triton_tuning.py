@@ -133,6 +133,34 @@ def _small(tuned):
     return None if cfg == tuned.config else fw.config_of({k: v for k, v in cfg.items() if k != "tuned_for_rows"})
 
 
+def _warps_a_row(cfg):
+    """Stand-in bits of a row config: each row reduced over num_warps // rows warps."""
+    return f"{cfg['num_warps'] // cfg['rows']} warps a row"
+
+
+def _writing(bits):
+    """(scratch, bind) of stand-in launches: a launch of cfg "writes" bits(cfg) into the
+    output that the tuner's digest (patched to read it) takes."""
+    def scratch(rows):
+        return rows, [None]   # the "output": what the last launch wrote
+
+    def bind(cfg, args, rows):
+        def launch():
+            args[-1][0] = bits(cfg)
+            return cfg, rows
+        return launch
+    return scratch, bind
+
+
+def _recording(fake_time, timed):
+    """A stand-in for the tuner's _measure: fake_time(cfg, rows), each problem's rows noted in ``timed``."""
+    def measure(run, samples=fw.TUNING_SAMPLES):
+        cfg, rows = run()
+        timed.append(rows)
+        return fake_time(cfg, rows)
+    return measure
+
+
 def _tune_with_stand_in_times(monkeypatch, cols, fake_time, options, kernel=None, measure=None, bits=None):
     """tune_rows as on a GPU for 16-bit rows of ``cols`` fitting on chip, each candidate
     timed by ``fake_time(cfg, rows)`` instead of the CUDA timer (rows: the problem's), or
@@ -144,15 +172,7 @@ def _tune_with_stand_in_times(monkeypatch, cols, fake_time, options, kernel=None
     scratch, bind = (lambda rows: rows), (lambda cfg, args, rows: lambda: (cfg, rows))
     if bits:
         monkeypatch.setattr(fw, "_digest", lambda args: args[-1][0])
-
-        def scratch(rows):
-            return rows, [None]   # the "output": what the last launch wrote
-
-        def bind(cfg, args, rows):
-            def launch():
-                args[-1][0] = bits(cfg)
-                return cfg, rows
-            return launch
+        scratch, bind = _writing(bits)
     try:
         return fw.tune_rows(("stand-in", cols), cols, cols, True, _Fp16, None, scratch, bind, options=options,
                             kernel=kernel)
@@ -454,7 +474,7 @@ def test_another_tile_shape_that_writes_the_same_bits_may_serve_the_small_batch(
         return {(2, 8): 100.0, (1, 4): 104.0}.get(shape, 120.0) * (1.05 if cfg["early"] else 1.0)
 
     tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, (*fw.ROW_OPTIONS, "reload"),
-                                      bits=lambda cfg: f"{cfg['num_warps'] // cfg['rows']} warps a row")
+                                      bits=_warps_a_row)
     assert (tuned.config["rows"], tuned.config["num_warps"], tuned.config["early"]) == (2, 8, False)
     assert (_small(tuned)["rows"], _small(tuned)["num_warps"], _small(tuned)["early"]) == (1, 4, True)
     early = {(c["rows"], c["num_warps"]) for c in tuned.table["candidates"] if c["early"]}
@@ -517,13 +537,10 @@ def test_a_batch_of_a_few_waves_takes_the_config_of_its_bits_fastest_on_2048_row
             return 8.0 if cfg["early"] and not cfg["persistent"] else 9.0
         return (100.0 if (cfg["rows"], cfg["num_warps"]) == (2, 8) else 120.0) * (1.05 if cfg["early"] else 1.0)
 
-    def bits(cfg):
-        return f"{cfg['num_warps'] // cfg['rows']} warps a row"
-
-    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, fw.ROW_OPTIONS, bits=bits)
+    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, fw.ROW_OPTIONS, bits=_warps_a_row)
     mid = tuned.for_rows(1823)
     assert mid["tuned_for_rows"] == fw.MID_ROWS and mid["early"] and not tuned.config["early"]
-    assert bits(mid) == bits(tuned.config) and tuned.for_rows(20000) == tuned.config
+    assert _warps_a_row(mid) == _warps_a_row(tuned.config) and tuned.for_rows(20000) == tuned.config
 
 
 def test_the_greedy_path_is_not_led_by_a_small_batch_switch(monkeypatch):
@@ -560,9 +577,6 @@ def test_a_batch_between_the_problems_takes_its_own_fastest_config_of_the_chosen
     the configs of the chosen bits; a faster config of other bits, or one that writes other
     bits on the batch, never serves it. The record's table shows the measurement; a tuning
     problem's batch and a large batch take the tuned configs unmeasured."""
-    def bits(cfg):
-        return f"{cfg['num_warps'] // cfg['rows']} warps a row"
-
     def fake_time(cfg, rows):
         shape = (cfg["rows"], cfg["num_warps"])
         if rows == 1823:   # the batch itself: 1x4 (same bits) fastest, 1x8 (other bits) and a
@@ -573,30 +587,18 @@ def test_a_batch_between_the_problems_takes_its_own_fastest_config_of_the_chosen
         return 100.0 if shape == (2, 8) else 104.0 if shape == (1, 4) else 120.0
 
     timed = []
-
-    def measure(run, samples=fw.TUNING_SAMPLES):
-        cfg, rows = run()
-        timed.append(rows)
-        return fake_time(cfg, rows)
-
-    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, fw.ROW_OPTIONS, measure=measure, bits=bits)
+    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, fw.ROW_OPTIONS,
+                                      measure=_recording(fake_time, timed), bits=_warps_a_row)
     assert (tuned.config["rows"], tuned.config["num_warps"]) == (2, 8)
 
-    def scratch(rows):
-        return rows, [None]
-
-    def bind(cfg, args, rows):
-        def launch():
-            args[-1][0] = "other bits here" if cfg["persistent"] else bits(cfg)   # a neutral switch gone wrong
-            return cfg, rows
-        return launch
-
+    # a neutral switch gone wrong: a persistent grid writes other bits on this batch
+    scratch, bind = _writing(lambda cfg: "other bits here" if cfg["persistent"] else _warps_a_row(cfg))
     monkeypatch.setattr(fw, "_digest", lambda args: args[-1][0])
     monkeypatch.setattr(fw, "_batch_choices", {})
     timed.clear()
     cfg, table = fw.for_batch(tuned, ("stand-in", 4096), _Fp16, 1823, scratch, bind)
     assert (cfg["rows"], cfg["num_warps"], cfg["tuned_for_rows"]) == (1, 4, 1823)
-    assert bits(cfg) == bits(tuned.config) and set(timed) == {1823}
+    assert _warps_a_row(cfg) == _warps_a_row(tuned.config) and set(timed) == {1823}
     batch = table["batch"]
     assert batch["rows"] == 1823 and table["candidates"] == tuned.table["candidates"]
     assert fw.config_of(batch["candidates"][0]) == tuned.config   # the chosen config, timed first
@@ -617,9 +619,6 @@ def test_a_batchs_own_config_is_kept_on_disk_beside_the_tuned_choice(monkeypatch
     """A later process takes a batch's config from the tuning cache unmeasured, with the
     measurement's table and date (a nightly series keeps its configs); triton_tuning=fresh
     measures it again."""
-    def bits(cfg):
-        return f"{cfg['num_warps'] // cfg['rows']} warps a row"
-
     def fake_time(cfg, rows):
         shape = (cfg["rows"], cfg["num_warps"])
         if rows == 1823:
@@ -627,25 +626,12 @@ def test_a_batchs_own_config_is_kept_on_disk_beside_the_tuned_choice(monkeypatch
         return 100.0 if shape == (2, 8) else 104.0 if shape == (1, 4) else 120.0
 
     timed = []
-
-    def measure(run, samples=fw.TUNING_SAMPLES):
-        cfg, rows = run()
-        timed.append(rows)
-        return fake_time(cfg, rows)
-
-    def scratch(rows):
-        return rows, [None]
-
-    def bind(cfg, args, rows):
-        def launch():
-            args[-1][0] = bits(cfg)
-            return cfg, rows
-        return launch
+    scratch, bind = _writing(_warps_a_row)
 
     def batch_config():
         monkeypatch.setattr(fw, "_batch_choices", {})   # a new process
         tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, fw.ROW_OPTIONS, kernel=_KernelSource("v1"),
-                                          measure=measure, bits=bits)
+                                          measure=_recording(fake_time, timed), bits=_warps_a_row)
         return fw.for_batch(tuned, ("stand-in", 4096), _Fp16, 1823, scratch, bind)
 
     first, table = batch_config()
