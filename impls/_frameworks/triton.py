@@ -640,8 +640,10 @@ def for_batch(tuned: Tuned, key, dtype, rows: int, make_scratch, bind) -> tuple[
     may serve it: the bits never depend on the batch. The table then has that measurement
     under "batch"."""
     problems = [n for n, _ in tuned.batches]
-    family = _family(tuned) if problems and not interpreting() else []
-    if not family or rows in problems or rows >= BATCH_MEASURED_BELOW * max(problems):
+    if interpreting() or not problems or rows in problems or rows >= BATCH_MEASURED_BELOW * max(problems):
+        return tuned.for_rows(rows), tuned.table
+    family = _family(tuned)
+    if not family:
         return tuned.for_rows(rows), tuned.table
     memo = (*key, str(dtype), rows)   # key and dtype: as given to tune_rows
     entry = _entries.get(memo[:-1])
