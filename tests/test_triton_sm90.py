@@ -127,3 +127,20 @@ def test_ordered_loads_all_go_out_before_the_reduction(report):
             early = report[f"{op}_looped_static_early:*{dt}"]["ops"]
             assert ordered["sass:LDG_before_sync"] == n * vectors, (op, dt, ordered)
             assert early["sass:LDG_before_sync"] < n * vectors, (op, dt, early)
+
+
+def test_a_folded_row_sum_stays_in_registers(report):
+    """LayerNorm two_pass on chip, its sums folded into 2048-wide tiles (row_sums, so that
+    it writes a looped config's bits): where fold_width folds (fp32 on 8 and 16 warps, bf16
+    on 8), each thread adds its own elements j and j + 2048, and the kernel exchanges no
+    more through shared memory than unfolded. bf16 on 16 warps holds them in different
+    warps: folded anyway ("forced"), its data crosses shared memory, which is why
+    fold_width does not fold there."""
+    def smem(name):
+        ops = report[name]["ops"]
+        return {k: ops.get(f"sass:{k}", 0) for k in ("STS", "LDS", "BAR")}
+    for dt, warps in (("fp32", 8), ("fp32", 16), ("bf16", 8), ("bf16", 16)):
+        fold, nofold = (f"layernorm_two_pass{warps}w_{n}:*{dt}" for n in ("fold", "nofold"))
+        assert smem(fold) == smem(nofold), (dt, warps, smem(fold), smem(nofold))
+    forced = smem("layernorm_two_pass16w_forced:*bf16")
+    assert forced["STS"] > smem("layernorm_two_pass16w_nofold:*bf16")["STS"], forced

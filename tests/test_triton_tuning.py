@@ -644,3 +644,49 @@ def test_a_batchs_own_config_is_kept_on_disk_beside_the_tuned_choice(monkeypatch
     assert table2["batch"]["candidates"] == table["batch"]["candidates"]
     monkeypatch.setenv("HARNESS_TRITON_TUNING", "fresh")
     assert batch_config()[0] == first and timed.count(1823) == 2 * n
+
+
+def test_an_on_chip_row_folds_only_where_each_thread_holds_both_halves():
+    """fold_width: an on-chip row longer than ROW_FOLD folds its sums where the layout's
+    repeat (16-byte runs x 32 lanes x warps) divides ROW_FOLD, so that the fold is register
+    adds (fp32 4096 on 8 or 16 warps); not bf16 on 16 warps (its fold crossed warps through
+    shared memory: tests/test_triton_sm90.py), nor a row that fits one looped tile."""
+    assert fw.ROW_FOLD == 2048
+    assert fw.fold_width(4096, 8, 4) == fw.fold_width(4096, 16, 4) == fw.fold_width(32768, 4, 4) == 2048
+    assert fw.fold_width(4096, 8, 2) == 2048 and fw.fold_width(4096, 16, 2) == 0
+    assert fw.fold_width(4096, 32, 4) == 0 and fw.fold_width(2048, 4, 4) == 0 and fw.fold_width(1024, 1, 4) == 0
+
+
+@pytest.mark.parametrize("cols", [4096, 3001])
+def test_an_on_chip_two_pass_row_sums_as_the_2048_column_loop_does(cpu_runner, cols):
+    """LayerNorm two_pass on chip, its sums folded (row_sums), writes the bits the column
+    loop of 2048-wide tiles writes: under the interpreter (numpy's sums) as on the GPU,
+    where only the tuner's digests can tell (they did not, unfolded: r38). Unfolded it
+    sums in another order, and other bits come out: the fold is what makes them equal."""
+    from harness.registry import frameworks
+    frameworks()["triton"].prepare(cpu_runner.device)
+    from impls.layernorm import triton as ln
+    gen = torch.Generator().manual_seed(cols)
+    x = torch.randn(64, cols, generator=gen) * 3 + 0.5
+    g, b = torch.randn(cols, generator=gen), torch.randn(cols, generator=gen)
+    key = ("layernorm", 1, cols, "torch.float32")
+    base = dict(rows=1, num_warps=4, persistent=False, hints="plain", prefetch=False, early=False, ordered=False,
+                reload=False, maxnreg=0)
+
+    def run(loop_block):
+        fw._tuned[key] = fw.Tuned({**base, "loop_block": loop_block})
+        try:
+            out = torch.empty_like(x)
+            ln.bind_two_pass(x, g, b, 1e-5, out)()
+            return out.view(torch.int32)
+        finally:
+            fw._tuned.pop(key)
+
+    looped, folded = run(2048), run(0)
+    assert torch.equal(folded, looped)
+    orig = fw.fold_width
+    try:
+        fw.fold_width = lambda *a: 0
+        assert not torch.equal(run(0), looped)
+    finally:
+        fw.fold_width = orig

@@ -52,6 +52,22 @@ def sum_of_squares(x_ptr, base, cols, BLOCK: tl.constexpr, SPAN: tl.constexpr, O
 
 
 @triton.jit
+def row_sums(v, FOLD: tl.constexpr):
+    """Each row's sum of a tile ``v`` [ROWS, BLOCK]. FOLD > 0: the row first folded into
+    FOLD-wide tiles, element j + k·FOLD added to element j for k = 1, 2, ... in turn, then
+    the [ROWS, FOLD] partial sums reduced: the order in which a column loop of FOLD-wide
+    tiles adds a row into its [FOLD] accumulator (started at -0.0, which adds exactly) and
+    reduces it. Where each thread holds elements j and j + FOLD (FOLD a multiple of the
+    tile's layout repeat: fold_width), the fold is register adds, and the partial sums lie
+    across threads and warps as the loop's accumulator does: the same reduction tree, so
+    the same bits, which lets the tuner count an on-chip tile and a looped row as one
+    family (same_bits) and give each batch size the faster of them."""
+    if FOLD:
+        return tl.sum(tl.sum(tl.reshape(v, [v.shape[0], v.shape[1] // FOLD, FOLD]), 1), 1)
+    return tl.sum(v, 1)
+
+
+@triton.jit
 def span_offsets(SPAN: tl.constexpr, BLOCK: tl.constexpr):
     """Column offsets [SPAN // BLOCK, BLOCK] of a looped row that fits in SPAN columns: its
     column tiles stacked, for a pass that holds the whole row at once (EARLY, a small

@@ -397,6 +397,25 @@ def static_cols(cols: int, block: int) -> int:
     return cols if cols < block else 0
 
 
+# The width an on-chip kernel with a FOLD parameter folds its rows' sums to (row_sums): the
+# narrowest column tile of LOOPED_SHAPES, so that an on-chip tile can write the bits of a
+# looped row on as many warps. r38 (H200, LayerNorm two_pass fp32 4096 columns): the ~256
+# MiB problem chose 2048-column tiles on 16 warps (126.3 us, on-chip tiles 128.8 at best),
+# which ran 4096 rows in 34.4 us; on-chip tiles ran them in 32.4 (r35 probe) but wrote other
+# bits, so that batch could not take them.
+ROW_FOLD = min(b for b, _ in LOOPED_SHAPES)
+
+
+def fold_width(block: int, num_warps: int, itemsize: int) -> int:
+    """FOLD for an on-chip row of ``block`` elements on ``num_warps`` warps, or 0: no fold.
+    A fold is register adds only where every thread holds both element j and j + ROW_FOLD:
+    Triton lays a row out in 16-byte runs per thread, 32 lanes, the warps, repeated, so
+    where that repeat divides ROW_FOLD (fp32 on 16 warps: 4 x 32 x 16 = 2048). Elsewhere it
+    would move data between warps through shared memory, for bits no looped config has."""
+    repeat = (16 // itemsize) * 32 * num_warps
+    return ROW_FOLD if block > ROW_FOLD and ROW_FOLD % repeat == 0 else 0
+
+
 def row_launcher(kernel, cfg: dict, rows: int, device, *args, **constexprs):
     """A launcher (no arguments) of the row kernel ``kernel(*args, programs, ROWS=..., ...)``:
     one program per tile of cfg["rows"] rows, or a persistent grid of PERSISTENT_PER_SM
@@ -416,6 +435,10 @@ def row_launcher(kernel, cfg: dict, rows: int, device, *args, **constexprs):
         constexprs = {**constexprs, "SPAN": span}
     if "COLS" in kernel.arg_names:
         constexprs = {**constexprs, "COLS": static_cols(args[kernel.arg_names.index("cols")], constexprs["BLOCK"])}
+    if "FOLD" in kernel.arg_names:
+        itemsize = args[kernel.arg_names.index("x_ptr")].element_size()
+        fold = fold_width(constexprs["BLOCK"], cfg["num_warps"], itemsize) if constexprs["ON_CHIP"] else 0
+        constexprs = {**constexprs, "FOLD": fold}
     if "PERSISTENT" in kernel.arg_names:   # one program per tile: no loop (program_loop)
         constexprs = {**constexprs, "PERSISTENT": bool(cfg["persistent"])}
     if cfg.get("maxnreg"):

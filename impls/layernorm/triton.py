@@ -21,8 +21,8 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks._triton_rows import (first_tile, load_columns_raw, load_tile, program_loop, span_offsets,
-                                            store_tile, tile_input, tile_mask, tile_offsets)
+from impls._frameworks._triton_rows import (first_tile, load_columns_raw, load_tile, program_loop, row_sums,
+                                            span_offsets, store_tile, tile_input, tile_mask, tile_offsets)
 from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_choice, row_config, row_launcher
 
 
@@ -58,7 +58,7 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
                VARIANT: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr,
                EVEN: tl.constexpr, GROUP: tl.constexpr, PREFETCH: tl.constexpr, EARLY: tl.constexpr,
                RELOAD: tl.constexpr, SPAN: tl.constexpr, PERSISTENT: tl.constexpr, LOAD: tl.constexpr,
-               STORE: tl.constexpr, ORDERED: tl.constexpr = False):
+               STORE: tl.constexpr, ORDERED: tl.constexpr = False, FOLD: tl.constexpr = 0):
     """VARIANT 0: welford, 1: two_pass, 2: naive. PREFETCH, EARLY and ORDERED as in the rmsnorm.
     RELOAD: x is read again (from L1/L2, where the first read left it) to normalise,
     instead of being held through the statistics: the Welford merge then needs 64
@@ -66,7 +66,9 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
     instead of one). SPAN (looped rows): a static bound for the column loops, as in the
     rmsnorm; with EARLY there, g and b are loaded whole before the first pass and the
     output pass takes the row in one step (a small batch: r28-r30 chose 2048-column tiles
-    for 4096-column rows, 1-2.7% ahead on ~256 MiB, and ran one row late-loaded)."""
+    for 4096-column rows, 1-2.7% ahead on ~256 MiB, and ran one row late-loaded).
+    FOLD (two_pass, on chip): the sums folded as a column loop of FOLD-wide tiles adds them
+    (row_sums), so that an on-chip tile may write a looped config's bits."""
     cols = COLS if COLS else cols   # a masked row: its length at compile time (static_cols)
     pid = tl.program_id(0)
     if ON_CHIP:
@@ -102,12 +104,12 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
                     + tl.reshape(b.to(tl.float32), [1, BLOCK // GROUP, GROUP])
                 y = tl.reshape(y3, [ROWS, BLOCK])
             else:
-                mean = tl.sum(x, 1) / cols
+                mean = row_sums(x, FOLD) / cols
                 if VARIANT == 1:
                     dev = x - mean[:, None]
                     if not EVEN:
                         dev = tl.where(tile_mask(ok, cols, BLOCK, EVEN), dev, 0.0)
-                    var = tl.sum(dev * dev, 1) / cols
+                    var = row_sums(dev * dev, FOLD) / cols
                 else:
                     var = tl.sum(x * x, 1) / cols - mean * mean   # cancels: the negative control
                 if RELOAD:
@@ -145,13 +147,16 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
                 mean, m2, total = tl.reduce((mean_l, m2_l, n), 0, _chan_merge)
                 var = m2 / cols
             elif VARIANT == 1:
-                s = tl.zeros([BLOCK], tl.float32)
+                # accumulators start at -0.0, the exact identity of + (-0 + x is x for every x;
+                # +0 + -0 is +0), as row_sums' fold: written as a product, since Triton emits a
+                # -0.0 literal as +0.0, an add the compiler must then keep
+                s = tl.zeros([BLOCK], tl.float32) * -1.0
                 for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
                     s += tl.load(x_ptr + base + start + c, mask=start + c < cols, other=0.0,
                                  eviction_policy="" if ORDERED else "evict_last",
                                  volatile=ORDERED).to(tl.float32)
                 mean = tl.sum(s, 0) / cols
-                s2 = tl.zeros([BLOCK], tl.float32)
+                s2 = tl.zeros([BLOCK], tl.float32) * -1.0
                 for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
                     mask = start + c < cols
                     # not the first pass's load (evict_last): the compiler merges identical
