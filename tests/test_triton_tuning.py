@@ -615,6 +615,33 @@ def test_a_batch_between_the_problems_takes_its_own_fastest_config_of_the_chosen
     assert not timed
 
 
+def test_a_batch_tries_the_other_cache_hints_and_grid_on_its_fastest_config(monkeypatch):
+    """The tuner tried streaming hints and a persistent grid on its greedy path's config
+    only; a batch tries them on the fastest config of its family (BATCH_TOGGLES), each
+    from the best so far, and takes one where it is faster and writes the same bits."""
+    def fake_time(cfg, rows):
+        shape = (cfg["rows"], cfg["num_warps"])
+        if rows == 4096:   # the batch: 1x4 fastest of the family, faster still streaming
+            return {(1, 4): 7.5 if cfg["hints"] == "stream" else 7.9}.get(shape, 8.7) - 0.1 * cfg["persistent"]
+        if rows == fw.MID_ROWS:
+            return 8.8 if shape == (2, 8) else 9.1
+        return 100.0 if shape == (2, 8) else 104.0 if shape == (1, 4) else 120.0
+
+    timed = []
+    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, fw.ROW_OPTIONS,
+                                      measure=_recording(fake_time, timed), bits=_warps_a_row)
+    assert not any(c["hints"] == "stream" and (c["rows"], c["num_warps"]) == (1, 4) for c in tuned.table["candidates"])
+    # a persistent grid writes other bits on this batch: faster, yet refused
+    scratch, bind = _writing(lambda cfg: "other bits" if cfg["persistent"] else _warps_a_row(cfg))
+    monkeypatch.setattr(fw, "_digest", lambda args: args[-1][0])
+    monkeypatch.setattr(fw, "_batch_choices", {})
+    cfg, table = fw.for_batch(tuned, ("stand-in", 4096), _Fp16, 4096, scratch, bind)
+    assert (cfg["rows"], cfg["num_warps"], cfg["hints"], cfg["persistent"]) == (1, 4, "stream", False)
+    tried = [(c["rows"], c["num_warps"], c["hints"], c["persistent"]) for c in table["batch"]["candidates"]]
+    configs = [tuple(sorted(fw.config_of(c).items())) for c in table["batch"]["candidates"]]
+    assert (1, 4, "stream", True) in tried and len(configs) == len(set(configs))   # each timed once
+
+
 def test_a_batchs_own_config_is_kept_on_disk_beside_the_tuned_choice(monkeypatch, tuning_cache_dir):
     """A later process takes a batch's config from the tuning cache unmeasured, with the
     measurement's table and date (a nightly series keeps its configs); triton_tuning=fresh

@@ -637,6 +637,10 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
 # torch.compile's 8.40: 912 programs of 2 rows fill one wave, 1024 do not). A batch of at
 # least this share of the large problem's rows streams from memory: it takes that config.
 BATCH_MEASURED_BELOW = 0.5
+# Bit-neutral switches tried on the fastest config of a batch's family: the other cache
+# hints, the other grid.
+BATCH_TOGGLES = (lambda c: {"hints": "plain" if c["hints"] == "stream" else "stream"},
+                 lambda c: {"persistent": not c["persistent"]})
 _batch_choices: dict = {}
 _entries: dict = {}   # tune_rows's tuning-cache entry per key (with dtype), or None
 
@@ -656,10 +660,10 @@ def for_batch(tuned: Tuned, key, dtype, rows: int, make_scratch, bind) -> tuple[
     """(config, tuning table) for a batch of ``rows``: a tuning problem's rows, or a batch
     of at least BATCH_MEASURED_BELOW of the large problem's, takes the config tuned there
     (Tuned.for_rows); any other batch, the config of the chosen bits (_family) fastest on
-    a scratch batch of its own size (make_scratch, bind as for tune_rows), measured outside
-    any timed region and kept on disk beside the tuner's choice (tuning_cache: a later
-    process, a nightly run, takes the same config unmeasured, until the kernel, the tuner
-    or the machine changes). Only a config that wrote the chosen config's bits there too
+    a scratch batch of its own size (make_scratch, bind as for tune_rows), then that config
+    with each of the BATCH_TOGGLES, measured outside any timed region and kept on disk
+    beside the tuner's choice (tuning_cache: a later process, a nightly run, takes the same
+    config unmeasured, until the kernel, the tuner or the machine changes). Only a config that wrote the chosen config's bits there too
     may serve it: the bits never depend on the batch. The table then has that measurement
     under "batch"."""
     problems = [n for n, _ in tuned.batches]
@@ -680,14 +684,26 @@ def for_batch(tuned: Tuned, key, dtype, rows: int, make_scratch, bind) -> tuple[
     if memo not in _batch_choices:
         args = make_scratch(rows)
         measured = []
-        for c in family:   # the chosen config first: the bits every other one must write
-            cfg = config_of(c)
-            us = _measure(bind(cfg, args, rows), SMALL_TUNING_SAMPLES)
-            measured.append({**cfg, "us": us, "bits": _digest(args) if us is not None else None})
-        same = [m for m in measured if m["us"] is not None and m["bits"] == measured[0]["bits"]]
-        if not same:
-            raise RuntimeError(f"the chosen Triton row config did not run a batch of {rows} rows: {measured}")
-        best = min(same, key=lambda m: m["us"])
+
+        def measure(cfg):
+            if all(config_of(m) != cfg for m in measured):
+                us = _measure(bind(cfg, args, rows), SMALL_TUNING_SAMPLES)
+                measured.append({**cfg, "us": us, "bits": _digest(args) if us is not None else None})
+
+        def fastest():   # of those that wrote the chosen config's bits (the one timed first)
+            same = [m for m in measured if m["us"] is not None and m["bits"] == measured[0]["bits"]]
+            if not same:
+                raise RuntimeError(f"the chosen Triton row config did not run a batch of {rows} rows: {measured}")
+            return min(same, key=lambda m: m["us"])
+
+        for c in family:
+            measure(config_of(c))
+        # the tuner tried cache hints and a persistent grid on its greedy path's config only;
+        # on the batch's fastest they may pay, or not: measured, each from the best so far
+        for toggle in BATCH_TOGGLES:
+            lead = config_of(fastest())
+            measure({**lead, **toggle(lead)})
+        best = fastest()
         config, batch = {**config_of(best), "tuned_for_rows": rows}, {"rows": rows, "candidates": measured}
         stamp = tuning_cache.store(entry, {"config": config, "batch": batch})["measured_at"] if entry else None
         _batch_choices[memo] = (config, {**batch, "source": "measured", "measured_at": stamp})
