@@ -684,38 +684,6 @@ def test_an_on_chip_row_folds_only_where_each_thread_holds_both_halves():
     assert fw.fold_width(4096, 32, 4) == 0 and fw.fold_width(2048, 4, 4) == 0 and fw.fold_width(1024, 1, 4) == 0
 
 
-def test_a_folded_row_on_half_the_warps_sums_as_on_twice_as_many():
-    """tree_split: a one-row tile whose [2048] partial sums each thread holds twice (fp32 on
-    8 warps, bf16 on 4) reduces them as the 16-warp (bf16: 8-warp) column loop does; not a
-    tile of several rows, nor one without a fold, nor a layout that matches already."""
-    assert fw.tree_split(2048, 1, 8, 4) == 8 and fw.tree_split(2048, 1, 4, 2) == 4
-    assert fw.tree_split(2048, 1, 16, 4) == 0 and fw.tree_split(2048, 1, 4, 4) == 0
-    assert fw.tree_split(2048, 2, 8, 4) == 0 and fw.tree_split(0, 1, 8, 4) == 0
-
-
-def test_a_split_row_sum_matches_the_reference(cpu_runner):
-    """LayerNorm two_pass fp32 4096 (and a masked 3001) on one 8-warp row per program, its sums
-    folded and split (row_sums), under the interpreter: against float64."""
-    from harness.registry import frameworks
-    frameworks()["triton"].prepare(cpu_runner.device)
-    from impls.layernorm import triton as ln
-    gen = torch.Generator().manual_seed(5)
-    for cols in (4096, 3001):
-        x = torch.randn(9, cols, generator=gen) * 3 + 0.5
-        g, b = torch.randn(cols, generator=gen), torch.randn(cols, generator=gen)
-        key = ("layernorm", 1, cols, "torch.float32")
-        fw._tuned[key] = fw.Tuned(dict(rows=1, num_warps=8, persistent=False, hints="plain", prefetch=False,
-                                       early=True, ordered=False, reload=False, maxnreg=0, loop_block=0))
-        try:
-            out = torch.empty_like(x)
-            launch = ln.bind_two_pass(x, g, b, 1e-5, out)
-            launch()
-        finally:
-            fw._tuned.pop(key)
-        ref = torch.nn.functional.layer_norm(x.double(), (cols,), g.double(), b.double(), 1e-5)
-        assert torch.allclose(out.double(), ref, rtol=1e-5, atol=1e-5), (out.double() - ref).abs().max()
-
-
 @pytest.mark.parametrize("cols", [4096, 3001])
 def test_an_on_chip_two_pass_row_sums_as_the_2048_column_loop_does(cpu_runner, cols):
     """LayerNorm two_pass on chip, its sums folded (row_sums), writes the bits the column

@@ -52,7 +52,7 @@ def sum_of_squares(x_ptr, base, cols, BLOCK: tl.constexpr, SPAN: tl.constexpr, O
 
 
 @triton.jit
-def row_sums(v, FOLD: tl.constexpr, SPLIT: tl.constexpr = 0):
+def row_sums(v, FOLD: tl.constexpr):
     """Each row's sum of a tile ``v`` [ROWS, BLOCK]. FOLD > 0: the row first folded into
     FOLD-wide tiles, element j + k·FOLD added to element j for k = 1, 2, ... in turn, then
     the [ROWS, FOLD] partial sums reduced: the order in which a column loop of FOLD-wide
@@ -61,16 +61,9 @@ def row_sums(v, FOLD: tl.constexpr, SPLIT: tl.constexpr = 0):
     tile's layout repeat: fold_width), the fold is register adds, and the partial sums lie
     across threads and warps as the loop's accumulator does: the same reduction tree, so
     the same bits, which lets the tuner count an on-chip tile and a looped row as one
-    family (same_bits) and give each batch size the faster of them.
-    SPLIT > 0 (the tile's warps): the [FOLD] partial sums reduced as on twice as many warps
-    (tree_split): each thread's run of elements in turn, then across the 32 lanes, for
-    each of the two repeats a thread holds; the repeats added (the wider tree's first
-    cross-warp step adds warp w + SPLIT into w); then across the warps."""
+    family (same_bits) and give each batch size the faster of them."""
     if FOLD:
-        v = tl.sum(tl.reshape(v, [v.shape[0], v.shape[1] // FOLD, FOLD]), 1)
-    if SPLIT:
-        staged = tl.reshape(v, [v.shape[0], 2, SPLIT, 32, v.shape[1] // (64 * SPLIT)])
-        return tl.sum(tl.sum(tl.sum(tl.sum(staged, 4), 3), 1), 1)
+        return tl.sum(tl.sum(tl.reshape(v, [v.shape[0], v.shape[1] // FOLD, FOLD]), 1), 1)
     return tl.sum(v, 1)
 
 

@@ -416,20 +416,6 @@ def fold_width(block: int, num_warps: int, itemsize: int) -> int:
     return ROW_FOLD if block > ROW_FOLD and ROW_FOLD % repeat == 0 else 0
 
 
-def tree_split(fold: int, rows: int, num_warps: int, itemsize: int) -> int:
-    """SPLIT for a folded on-chip row (row_sums): its tile's warps where its [fold] partial
-    sums should be reduced as on twice as many, else 0. The column loop's accumulator on
-    W warps holds ``fold`` elements in 16-byte runs (fp32: 4) per thread, so 16 warps for
-    fp32 2048; a tile of one row on 8 warps holds them twice per thread and would reduce
-    them as 8 warps do, in another tree: other bits. Split, it writes the 16-warp loop's
-    (and the 16-warp tile's) bits, so that one family holds the tile shape a small batch
-    runs fastest and the one a batch of thousands runs fastest (r35 probe, H200, LayerNorm
-    fp32 4096x4096: 1 row on 8 warps 32.4 us, on 16 warps 33.9, Liger 33.4; the ~256 MiB
-    problem chose 2048-wide tiles on 16 warps)."""
-    run = 16 // itemsize
-    return num_warps if fold and rows == 1 and fold == 2 * num_warps * 32 * run else 0
-
-
 def row_launcher(kernel, cfg: dict, rows: int, device, *args, **constexprs):
     """A launcher (no arguments) of the row kernel ``kernel(*args, programs, ROWS=..., ...)``:
     one program per tile of cfg["rows"] rows, or a persistent grid of PERSISTENT_PER_SM
@@ -453,8 +439,6 @@ def row_launcher(kernel, cfg: dict, rows: int, device, *args, **constexprs):
         itemsize = args[kernel.arg_names.index("x_ptr")].element_size()
         fold = fold_width(constexprs["BLOCK"], cfg["num_warps"], itemsize) if constexprs["ON_CHIP"] else 0
         constexprs = {**constexprs, "FOLD": fold}
-        if "SPLIT" in kernel.arg_names:
-            constexprs = {**constexprs, "SPLIT": tree_split(fold, cfg["rows"], cfg["num_warps"], itemsize)}
     if "PERSISTENT" in kernel.arg_names:   # one program per tile: no loop (program_loop)
         constexprs = {**constexprs, "PERSISTENT": bool(cfg["persistent"])}
     if cfg.get("maxnreg"):
