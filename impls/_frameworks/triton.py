@@ -638,9 +638,9 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
 # least this share of the large problem's rows streams from memory: it takes that config.
 BATCH_MEASURED_BELOW = 0.5
 # Bit-neutral switches tried on the fastest config of a batch's family: the other cache
-# hints, the other grid.
+# hints, the other grid (one program per tile prefetches nothing: off with it).
 BATCH_TOGGLES = (lambda c: {"hints": "plain" if c["hints"] == "stream" else "stream"},
-                 lambda c: {"persistent": not c["persistent"]})
+                 lambda c: {"persistent": not c["persistent"], **({"prefetch": False} if c.get("prefetch") else {})})
 _batch_choices: dict = {}
 _entries: dict = {}   # tune_rows's tuning-cache entry per key (with dtype), or None
 
@@ -663,9 +663,9 @@ def for_batch(tuned: Tuned, key, dtype, rows: int, make_scratch, bind) -> tuple[
     a scratch batch of its own size (make_scratch, bind as for tune_rows), then that config
     with each of the BATCH_TOGGLES, measured outside any timed region and kept on disk
     beside the tuner's choice (tuning_cache: a later process, a nightly run, takes the same
-    config unmeasured, until the kernel, the tuner or the machine changes). Only a config that wrote the chosen config's bits there too
-    may serve it: the bits never depend on the batch. The table then has that measurement
-    under "batch"."""
+    config unmeasured, until the kernel, the tuner or the machine changes). Only a config
+    that wrote the chosen config's bits there too may serve it: the bits never depend on the
+    batch. The table then has that measurement under "batch"."""
     problems = [n for n, _ in tuned.batches]
     if interpreting() or not problems or rows in problems or rows >= BATCH_MEASURED_BELOW * max(problems):
         return tuned.for_rows(rows), tuned.table
