@@ -570,6 +570,29 @@ def test_only_a_row_shorter_than_its_block_is_compiled_for_its_length():
     assert fw.static_cols(40000, 4096) == 0
 
 
+def _tuned_then_a_batch(monkeypatch, batch_rows, batch_time, timed, other_bits):
+    """tune_rows on stand-in times (2x8 fastest on the large and 2048-row problems, so
+    chosen; ``batch_time(cfg, shape)`` on a batch of ``batch_rows``; each timed problem's
+    rows noted in ``timed``), then for_batch's stand-ins, in which a persistent grid writes
+    ``other_bits`` (a neutral switch gone wrong on that batch). Returns (tuned, scratch, bind)."""
+    def fake_time(cfg, rows):
+        shape = (cfg["rows"], cfg["num_warps"])
+        if rows == batch_rows:
+            return batch_time(cfg, shape)
+        if rows == fw.MID_ROWS:
+            return 8.8 if shape == (2, 8) else 9.1
+        return 100.0 if shape == (2, 8) else 104.0 if shape == (1, 4) else 120.0
+
+    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, fw.ROW_OPTIONS,
+                                      measure=_recording(fake_time, timed), bits=_warps_a_row)
+    assert (tuned.config["rows"], tuned.config["num_warps"]) == (2, 8)
+    scratch, bind = _writing(lambda cfg: other_bits if cfg["persistent"] else _warps_a_row(cfg))
+    monkeypatch.setattr(fw, "_digest", lambda args: args[-1][0])
+    monkeypatch.setattr(fw, "_batch_choices", {})
+    timed.clear()
+    return tuned, scratch, bind
+
+
 def test_a_batch_between_the_problems_takes_its_own_fastest_config_of_the_chosen_bits(monkeypatch):
     """r35 (H200, LayerNorm fp32 1823x781): the config of the chosen bits fastest on 2048
     rows ran 1823 rows slower than another of the same bits (a wave's edge). A batch that
@@ -577,25 +600,12 @@ def test_a_batch_between_the_problems_takes_its_own_fastest_config_of_the_chosen
     the configs of the chosen bits; a faster config of other bits, or one that writes other
     bits on the batch, never serves it. The record's table shows the measurement; a tuning
     problem's batch and a large batch take the tuned configs unmeasured."""
-    def fake_time(cfg, rows):
-        shape = (cfg["rows"], cfg["num_warps"])
-        if rows == 1823:   # the batch itself: 1x4 (same bits) fastest, 1x8 (other bits) and a
-            # persistent grid (other bits on this batch, below) faster still
-            return 6.0 if cfg["persistent"] else {(1, 4): 7.9, (1, 8): 7.0}.get(shape, 8.7)
-        if rows == fw.MID_ROWS:
-            return 8.8 if shape == (2, 8) else 9.1
-        return 100.0 if shape == (2, 8) else 104.0 if shape == (1, 4) else 120.0
+    def batch_time(cfg, shape):   # 1x4 (same bits) fastest, 1x8 (other bits) and a
+        # persistent grid (other bits on this batch) faster still
+        return 6.0 if cfg["persistent"] else {(1, 4): 7.9, (1, 8): 7.0}.get(shape, 8.7)
 
     timed = []
-    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, fw.ROW_OPTIONS,
-                                      measure=_recording(fake_time, timed), bits=_warps_a_row)
-    assert (tuned.config["rows"], tuned.config["num_warps"]) == (2, 8)
-
-    # a neutral switch gone wrong: a persistent grid writes other bits on this batch
-    scratch, bind = _writing(lambda cfg: "other bits here" if cfg["persistent"] else _warps_a_row(cfg))
-    monkeypatch.setattr(fw, "_digest", lambda args: args[-1][0])
-    monkeypatch.setattr(fw, "_batch_choices", {})
-    timed.clear()
+    tuned, scratch, bind = _tuned_then_a_batch(monkeypatch, 1823, batch_time, timed, "other bits here")
     cfg, table = fw.for_batch(tuned, ("stand-in", 4096), _Fp16, 1823, scratch, bind)
     assert (cfg["rows"], cfg["num_warps"], cfg["tuned_for_rows"]) == (1, 4, 1823)
     assert _warps_a_row(cfg) == _warps_a_row(tuned.config) and set(timed) == {1823}
@@ -619,22 +629,12 @@ def test_a_batch_tries_the_other_cache_hints_and_grid_on_its_fastest_config(monk
     """The tuner tried streaming hints and a persistent grid on its greedy path's config
     only; a batch tries them on the fastest config of its family (BATCH_TOGGLES), each
     from the best so far, and takes one where it is faster and writes the same bits."""
-    def fake_time(cfg, rows):
-        shape = (cfg["rows"], cfg["num_warps"])
-        if rows == 4096:   # the batch: 1x4 fastest of the family, faster still streaming
-            return {(1, 4): 7.5 if cfg["hints"] == "stream" else 7.9}.get(shape, 8.7) - 0.1 * cfg["persistent"]
-        if rows == fw.MID_ROWS:
-            return 8.8 if shape == (2, 8) else 9.1
-        return 100.0 if shape == (2, 8) else 104.0 if shape == (1, 4) else 120.0
+    def batch_time(cfg, shape):   # 1x4 fastest of the family, faster still streaming
+        return {(1, 4): 7.5 if cfg["hints"] == "stream" else 7.9}.get(shape, 8.7) - 0.1 * cfg["persistent"]
 
-    timed = []
-    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, fw.ROW_OPTIONS,
-                                      measure=_recording(fake_time, timed), bits=_warps_a_row)
-    assert not any(c["hints"] == "stream" and (c["rows"], c["num_warps"]) == (1, 4) for c in tuned.table["candidates"])
     # a persistent grid writes other bits on this batch: faster, yet refused
-    scratch, bind = _writing(lambda cfg: "other bits" if cfg["persistent"] else _warps_a_row(cfg))
-    monkeypatch.setattr(fw, "_digest", lambda args: args[-1][0])
-    monkeypatch.setattr(fw, "_batch_choices", {})
+    tuned, scratch, bind = _tuned_then_a_batch(monkeypatch, 4096, batch_time, [], "other bits")
+    assert not any(c["hints"] == "stream" and (c["rows"], c["num_warps"]) == (1, 4) for c in tuned.table["candidates"])
     cfg, table = fw.for_batch(tuned, ("stand-in", 4096), _Fp16, 4096, scratch, bind)
     assert (cfg["rows"], cfg["num_warps"], cfg["hints"], cfg["persistent"]) == (1, 4, "stream", False)
     tried = [(c["rows"], c["num_warps"], c["hints"], c["persistent"]) for c in table["batch"]["candidates"]]
