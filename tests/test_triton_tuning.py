@@ -200,6 +200,40 @@ def test_the_gpu_tuning_path_with_a_stand_in_timer(monkeypatch):
                                        "small_us": "16x8192"}
 
 
+def test_a_config_whose_registers_leave_thread_slots_empty_is_measured_capped_too(monkeypatch):
+    """ptxas's register count decides how many programs share an SM: a program of 16 warps
+    or more on more than 32 registers is measured again capped at 32 (same bits: a cap
+    moves no arithmetic), one already on 32 or fewer is not, nor one of fewer warps; and
+    a capped config that is faster is chosen (r35, H200: LayerNorm fp32 4096 columns, two
+    rows on 16 warps on 44 registers ran two programs per SM)."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    registers = {(1, 16): 32, (2, 16): 44, (2, 32): 40, (1, 8): 64}
+
+    def bind(cfg, args, rows):
+        def launch():
+            return cfg, rows
+        launch.registers = registers.get((cfg["rows"], cfg["num_warps"]), 48)   # as bound_launch sets it
+        return launch
+
+    def fake_time(cfg, rows):   # the capped two-row tile is the fastest
+        return 90.0 if (cfg["rows"], cfg["num_warps"], cfg["maxnreg"]) == (2, 16, 32) else 100.0
+
+    monkeypatch.setattr(fw, "_measure", lambda run, samples=fw.TUNING_SAMPLES: fake_time(*run()))
+    try:
+        tuned = fw.tune_rows(("stand-in", 4096), 4096, 4096, True, torch.float32, None, lambda rows: rows, bind,
+                             options=fw.ROW_OPTIONS)
+    finally:
+        fw._tuned.pop(("stand-in", 4096, "torch.float32"), None)
+    shapes = [c for c in tuned.table["candidates"] if not c["persistent"] and not c["early"] and not c["ordered"]
+              and c["hints"] == "plain" and not c["loop_block"]]
+    capped = {(c["rows"], c["num_warps"]) for c in shapes if c["maxnreg"]}
+    assert capped == {(2, 16), (2, 32)}   # not (1, 16): 32 already; not (1, 8) or (1, 4): fewer warps
+    assert all(c["maxnreg"] == fw.FULL_OCCUPANCY_REGS for c in tuned.table["candidates"] if c["maxnreg"])
+    assert {c["regs"] for c in shapes if (c["rows"], c["num_warps"]) == (2, 16)} == {44}   # as loaded, kept
+    assert (tuned.config["rows"], tuned.config["num_warps"], tuned.config["maxnreg"]) == (2, 16, 32)
+    assert "regs" not in tuned.config
+
+
 def test_a_looped_config_tries_early_operands_where_the_kernel_has_them(monkeypatch):
     """A looped best config gets the EARLY switch tried only from a kernel that declares
     "looped_early"; and a small batch may take it (same bits)."""
@@ -278,6 +312,7 @@ class _Compiled:
 
     def __init__(self):
         self.direct = []
+        self.n_regs = 40   # what ptxas gave it, known once it is loaded (CompiledKernel)
 
     def __getitem__(self, grid):
         x, y, z = grid   # Triton 3.6's CompiledKernel reads grid[0], grid[1], grid[2]
@@ -312,6 +347,7 @@ def test_a_bound_launch_dispatches_once_then_calls_the_compiled_kernel(monkeypat
         launch()
     assert k.dispatched == [((7,), ("x", 100, 7), dict(BLOCK=256, STORE=".cs", num_warps=4))]
     assert k.compiled.direct == [((7, 1, 1), ("x", 100, 7, 256, "", ".cs"))] * 2
+    assert launch.registers == 40   # for the tuner's register caps
 
 
 def test_under_the_interpreter_every_launch_dispatches(monkeypatch):

@@ -106,7 +106,7 @@ class Tuned:
 # (TIMES, by problem: ~256 MiB, MID_ROWS, SMALL_ROWS), and a digest of the bits it wrote
 # on the large one (None where there is no output).
 TIMES = ("us", "mid_us", "small_us")
-MEASURED = (*TIMES, "bits")
+MEASURED = (*TIMES, "bits", "regs")
 
 
 def config_of(candidate: dict) -> dict:
@@ -269,6 +269,7 @@ def bound_launch(kernel, grid: tuple, *args, **kwargs):
         if run is None:
             compiled = jit(*args, **kwargs)     # compiles, or finds the cached binary, and launches
             run = compiled[(*grid, 1, 1)[:3]]   # its own launcher: takes a 3-D grid, all the parameters
+            launch.registers = compiled.n_regs  # per thread, as loaded (the tuner's register caps)
             return
         run(*full)
     return launch
@@ -375,9 +376,23 @@ LOOPED_SHAPES = ((2048, 8), (2048, 16), (4096, 8), (4096, 16))
 # 2048 threads, so a 16-warp program of more than 32 registers per thread leaves thread
 # slots empty. The chain's looped fp16 kernel (4096-tiles, 16 warps) takes 48 where bf16
 # takes 40 (two programs per SM against three; r8 measured it 10% slower); capped at 32
-# (ptxas's maxnreg) it compiles without spills. Capped looped shapes are candidates too:
-# a cap moves no arithmetic, only registers.
+# (ptxas's maxnreg) it compiles without spills. So every config of CAPPED_WARPS or more
+# that takes more is measured capped too (capped_too): a cap moves no arithmetic, only
+# registers (the digests check it: same_bits).
 FULL_OCCUPANCY_REGS = 65536 // 2048
+# The same holds on chip. r35 (H200, LayerNorm two_pass fp32 4096x4096): one row on 16 warps
+# ran 33.85 us with its operands loaded late (32 registers, four programs per SM) and 35.43
+# early (40: three); two rows on 16 warps 35.22 late (44: two programs). Each compiles
+# capped at 32 without spills (sm_90, ptxas 12.8).
+CAPPED_WARPS = 16   # programs of 16 warps (512 threads) or more: at most four per SM anyway
+
+
+def capped_too(cfg: dict, registers: int | None) -> bool:
+    """Whether the tuner also measures ``cfg`` with its registers capped at
+    FULL_OCCUPANCY_REGS: a program of CAPPED_WARPS or more whose kernel takes more (or
+    whose count is not known: a stand-in, a launcher of several kernels)."""
+    return (cfg["num_warps"] >= CAPPED_WARPS and not cfg.get("maxnreg")
+            and (registers is None or registers > FULL_OCCUPANCY_REGS))
 
 
 def static_cols(cols: int, block: int) -> int:
@@ -550,7 +565,7 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
         return _tuned[key]
     shapes = tile_shapes(block, on_chip, max_rows, dtype.itemsize)
     switches = [o for o in options if o in SWITCHES]
-    off = {**{o: False for o in switches}, **({"loop_block": 0, "maxnreg": 0} if "looped" in options else {})}
+    off = {**{o: False for o in switches}, **({"loop_block": 0} if "looped" in options else {}), "maxnreg": 0}
     if interpreting():
         # the most rows per tile (exercises the row masks), persistent, every switch on but
         # ORDERED, which takes the place of PREFETCH's and EARLY's loads (the forced-switch
@@ -571,12 +586,16 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     candidates = []
 
     def measure(cfg):
-        if any(all(c[k] == cfg[k] for k in cfg) for c in candidates):
+        if any(all(c.get(k) == cfg[k] for k in cfg) for c in candidates):
             return
-        times = {name: _measure(bind(cfg, args, n), samples) for name, (n, args, samples) in problems.items()}
+        launches = {name: bind(cfg, args, n) for name, (n, args, _) in problems.items()}
+        times = {name: _measure(launches[name], problems[name][2]) for name in problems}
         # what its last launch on the large problem wrote (each problem has its own output)
         bits = _digest(problems["us"][1]) if times["us"] is not None else None
-        candidates.append({**cfg, **times, "bits": bits})
+        regs = getattr(launches["us"], "registers", None)   # None: not compiled, or not known
+        candidates.append({**cfg, **times, "bits": bits, "regs": regs})
+        if times["us"] is not None and capped_too(cfg, regs):
+            measure({**cfg, "maxnreg": FULL_OCCUPANCY_REGS})
 
     for rows, warps in shapes:
         measure(dict(rows=rows, num_warps=warps, persistent=False, hints="plain", **off))
@@ -585,9 +604,7 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
             if cols >= 2 * loop_block:
                 looped = {**off, "rows": 1, "num_warps": warps, "persistent": False, "hints": "plain",
                           "loop_block": loop_block}
-                measure(looped)
-                if warps == 16:
-                    measure({**looped, "maxnreg": FULL_OCCUPANCY_REGS})
+                measure(looped)   # and capped, where its registers leave thread slots empty
     # EARLY and ORDERED on a looped row that fits in SPAN: its operands loaded whole up front
     looped_switches = ("early", "ordered") if "looped_early" in options else ()
 
