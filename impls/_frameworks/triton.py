@@ -376,23 +376,12 @@ LOOPED_SHAPES = ((2048, 8), (2048, 16), (4096, 8), (4096, 16))
 # 2048 threads, so a 16-warp program of more than 32 registers per thread leaves thread
 # slots empty. The chain's looped fp16 kernel (4096-tiles, 16 warps) takes 48 where bf16
 # takes 40 (two programs per SM against three; r8 measured it 10% slower); capped at 32
-# (ptxas's maxnreg) it compiles without spills. So every config of CAPPED_WARPS or more
-# that takes more is measured capped too (capped_too): a cap moves no arithmetic, only
-# registers (the digests check it: same_bits).
+# (ptxas's maxnreg) it compiles without spills. Capped looped shapes are candidates too:
+# a cap moves no arithmetic, only registers. Not on chip: r45 (H200, LayerNorm fp32 4096
+# columns) measured 16-warp tiles capped at 32 (from 40-59) 8-89% slower on ~256 MiB: each
+# thread then holds fewer of its loads in flight. The tuning table keeps each candidate's
+# register count (regs) for such questions.
 FULL_OCCUPANCY_REGS = 65536 // 2048
-# The same holds on chip. r35 (H200, LayerNorm two_pass fp32 4096x4096): one row on 16 warps
-# ran 33.85 us with its operands loaded late (32 registers, four programs per SM) and 35.43
-# early (40: three); two rows on 16 warps 35.22 late (44: two programs). Each compiles
-# capped at 32 without spills (sm_90, ptxas 12.8).
-CAPPED_WARPS = 16   # programs of 16 warps (512 threads) or more: at most four per SM anyway
-
-
-def capped_too(cfg: dict, registers: int | None) -> bool:
-    """Whether the tuner also measures ``cfg`` with its registers capped at
-    FULL_OCCUPANCY_REGS: a program of CAPPED_WARPS or more whose kernel takes more (or
-    whose count is not known: a stand-in, a launcher of several kernels)."""
-    return (cfg["num_warps"] >= CAPPED_WARPS and not cfg.get("maxnreg")
-            and (registers is None or registers > FULL_OCCUPANCY_REGS))
 
 
 def static_cols(cols: int, block: int) -> int:
@@ -431,6 +420,24 @@ def fold_width(block: int, num_warps: int, itemsize: int) -> int:
     return ROW_FOLD if block > ROW_FOLD and ROW_FOLD % repeat == 0 else 0
 
 
+def paired_warps(block: int, cols: int, itemsize: int) -> int:
+    """The warps W on which an on-chip row of ``cols`` (its ``block``) may take the bits of
+    the same row on 2W warps (PAIRED: paired_columns, row_sums), or 0. Where the fold on 2W
+    warps leaves each thread one 16-byte vector (fp32: 8 warps for 16; 16-bit: 4 for 8) and
+    the row fills its block (the columns are permuted: a mask would not be).
+
+    Why: r35 (H200, LayerNorm fp32 4096x4096) ran one row on 8 warps in 32.4 us, on 16 in
+    33.9, Liger 33.4; the tuner keeps the 16-warp bits (the fastest at 16 rows and at ~256
+    MiB), so a 4096-row batch could not take the 8-warp tile. Reducing it in the 16-warp
+    order across lanes cost 10 shuffles a row (f8621d9, reverted); permuting its columns
+    costs none: sm_90, the same 16 shuffles and 16-byte accesses as the unpermuted tile."""
+    vector = 16 // itemsize
+    warps = ROW_FOLD // (64 * vector)
+    if warps < 1 or block != cols or fold_width(block, 2 * warps, itemsize) != ROW_FOLD:
+        return 0
+    return warps
+
+
 def row_launcher(kernel, cfg: dict, rows: int, device, *args, **constexprs):
     """A launcher (no arguments) of the row kernel ``kernel(*args, programs, ROWS=..., ...)``:
     one program per tile of cfg["rows"] rows, or a persistent grid of PERSISTENT_PER_SM
@@ -454,6 +461,14 @@ def row_launcher(kernel, cfg: dict, rows: int, device, *args, **constexprs):
         itemsize = args[kernel.arg_names.index("x_ptr")].element_size()
         fold = fold_width(constexprs["BLOCK"], cfg["num_warps"], itemsize) if constexprs["ON_CHIP"] else 0
         constexprs = {**constexprs, "FOLD": fold}
+    if cfg.get("paired"):
+        cols = args[kernel.arg_names.index("cols")]
+        itemsize = args[kernel.arg_names.index("x_ptr")].element_size()
+        if not (constexprs["ON_CHIP"] and cfg["num_warps"] == paired_warps(constexprs["BLOCK"], cols, itemsize)):
+            raise ValueError(f"a paired tile needs an on-chip row that fills its block on "
+                             f"{paired_warps(constexprs['BLOCK'], cols, itemsize) or 'some'} warps, "
+                             f"not {cols} columns on {cfg['num_warps']}: see paired_warps")
+        constexprs = {**constexprs, "PAIRED": cfg["num_warps"]}
     if "PERSISTENT" in kernel.arg_names:   # one program per tile: no loop (program_loop)
         constexprs = {**constexprs, "PERSISTENT": bool(cfg["persistent"])}
     if cfg.get("maxnreg"):
@@ -565,7 +580,8 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
         return _tuned[key]
     shapes = tile_shapes(block, on_chip, max_rows, dtype.itemsize)
     switches = [o for o in options if o in SWITCHES]
-    off = {**{o: False for o in switches}, **({"loop_block": 0} if "looped" in options else {}), "maxnreg": 0}
+    off = {**{o: False for o in switches}, **({"loop_block": 0, "maxnreg": 0} if "looped" in options else {}),
+           **({"paired": False} if "paired" in options else {})}
     if interpreting():
         # the most rows per tile (exercises the row masks), persistent, every switch on but
         # ORDERED, which takes the place of PREFETCH's and EARLY's loads (the forced-switch
@@ -594,17 +610,21 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
         bits = _digest(problems["us"][1]) if times["us"] is not None else None
         regs = getattr(launches["us"], "registers", None)   # None: not compiled, or not known
         candidates.append({**cfg, **times, "bits": bits, "regs": regs})
-        if times["us"] is not None and capped_too(cfg, regs):
-            measure({**cfg, "maxnreg": FULL_OCCUPANCY_REGS})
 
     for rows, warps in shapes:
         measure(dict(rows=rows, num_warps=warps, persistent=False, hints="plain", **off))
+    if "paired" in options and (pair := paired_warps(block, cols, dtype.itemsize)):
+        for rows, warps in shapes:   # the same tiles with the bits of twice the warps
+            if warps == pair:
+                measure(dict(rows=rows, num_warps=warps, persistent=False, hints="plain", **{**off, "paired": True}))
     if "looped" in options:
         for loop_block, warps in LOOPED_SHAPES:
             if cols >= 2 * loop_block:
                 looped = {**off, "rows": 1, "num_warps": warps, "persistent": False, "hints": "plain",
                           "loop_block": loop_block}
-                measure(looped)   # and capped, where its registers leave thread slots empty
+                measure(looped)
+                if warps == 16:
+                    measure({**looped, "maxnreg": FULL_OCCUPANCY_REGS})
     # EARLY and ORDERED on a looped row that fits in SPAN: its operands loaded whole up front
     looped_switches = ("early", "ordered") if "looped_early" in options else ()
 
