@@ -47,7 +47,7 @@ def compile_sm90(fn, signature, constexprs, num_warps, aligned):
 
 
 def kernels():
-    from impls._frameworks.triton import fold_width, paired_warps
+    from impls._frameworks.triton import fold_width
     from impls.copy.triton import _copy
     from impls.layernorm.triton import _layernorm
     from impls.rmsnorm.triton import _rmsnorm
@@ -140,21 +140,6 @@ def kernels():
                             {"VARIANT": 1, "ROWS": 1, "BLOCK": 4096, "ON_CHIP": True, "EVEN": True, "SPAN": 0,
                              "GROUP": group, "PREFETCH": False, "EARLY": False, "RELOAD": False, "FOLD": width},
                             warps, ("x_ptr", "g_ptr", "b_ptr", "y_ptr", "cols"), True))
-        # the same row paired (paired_columns: the bits of twice the warps), where it may be
-        pair = paired_warps(4096, 4096, 2 if dt == "bf16" else 4)
-        out.append((f"layernorm_two_pass{pair}w_paired", _layernorm,
-                    {"x_ptr": p, "g_ptr": p, "b_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
-                    {"VARIANT": 1, "ROWS": 1, "BLOCK": 4096, "ON_CHIP": True, "EVEN": True, "SPAN": 0,
-                     "GROUP": group, "PREFETCH": False, "EARLY": False, "RELOAD": False,
-                     "FOLD": fold_width(4096, pair, 2 if dt == "bf16" else 4), "PAIRED": pair},
-                    pair, ("x_ptr", "g_ptr", "b_ptr", "y_ptr", "cols"), True))
-        if pair != 8:   # its unpaired twin for the comparison (8 warps: above)
-            out.append((f"layernorm_two_pass{pair}w_fold", _layernorm,
-                        {"x_ptr": p, "g_ptr": p, "b_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
-                        {"VARIANT": 1, "ROWS": 1, "BLOCK": 4096, "ON_CHIP": True, "EVEN": True, "SPAN": 0,
-                         "GROUP": group, "PREFETCH": False, "EARLY": False, "RELOAD": False,
-                         "FOLD": fold_width(4096, pair, 2 if dt == "bf16" else 4)},
-                        pair, ("x_ptr", "g_ptr", "b_ptr", "y_ptr", "cols"), True))
         # a row shorter than its block (781 in 1024, one warp): compiled for its length
         # (static_cols), and for any; not 16-byte aligned, so no vectors either way
         for name, cols in (("softmax781", 781), ("softmax781_any_length", 0)):

@@ -144,16 +144,3 @@ def test_a_folded_row_sum_stays_in_registers(report):
         assert smem(fold) == smem(nofold), (dt, warps, smem(fold), smem(nofold))
     forced = smem("layernorm_two_pass16w_forced:*bf16")
     assert forced["STS"] > smem("layernorm_two_pass16w_nofold:*bf16")["STS"], forced
-
-
-def test_a_paired_row_costs_no_shuffle_and_no_shared_memory(report):
-    """A row paired to take the bits of twice the warps (paired_columns, row_sums): its
-    columns permuted in whole 16-byte vectors, so the same 16-byte loads and stores, the
-    same shuffles and the same shared-memory traffic as the unpaired row on as many warps
-    (f8621d9's reduction in the 16-warp order, instead, took 10 more shuffles a row)."""
-    for dt, warps in (("fp32", 8), ("bf16", 4)):
-        paired, fold = (report[f"layernorm_two_pass{warps}w_{n}:*{dt}"]["ops"] for n in ("paired", "fold"))
-        keys = ("sass:SHFL", "sass:STS", "sass:LDS", "sass:BAR", "sass:LDG", "sass:STG")
-        assert {k: paired.get(k, 0) for k in keys} == {k: fold.get(k, 0) for k in keys}, (dt, paired, fold)
-        assert paired["sass:SHFL"] > 0
-        assert any(".v4.b32" in op for op in paired if op.startswith("ld.global"))

@@ -200,66 +200,25 @@ def test_the_gpu_tuning_path_with_a_stand_in_timer(monkeypatch):
                                        "small_us": "16x8192"}
 
 
-def test_paired_tiles_are_measured_where_a_row_may_take_the_bits_of_twice_the_warps(monkeypatch):
-    """A kernel with the "paired" option has each tile shape on paired_warps warps measured
-    paired too (16-bit: 4 warps; fp32: 8), and only for a row that fills its block; a
-    paired tile that writes the chosen bits may serve a batch (same_bits)."""
-    assert fw.paired_warps(4096, 4096, 4) == 8 and fw.paired_warps(4096, 4096, 2) == 4
-    assert fw.paired_warps(8192, 8192, 4) == 8
-    # no fold to pair (a row of at most ROW_FOLD), or a masked row
-    assert fw.paired_warps(2048, 2048, 4) == 0 and fw.paired_warps(4096, 4000, 4) == 0
+def test_the_tuning_table_keeps_each_candidate_s_register_count(monkeypatch):
+    """ptxas's count per thread, as the compiled kernel was loaded (bound_launch keeps it):
+    how many programs share an SM. In the table, never in the config to launch."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
 
-    def fake_time(cfg, rows):
-        return 100.0 if cfg.get("paired") else 110.0
+    def bind(cfg, args, rows):
+        def launch():
+            return cfg, rows
+        launch.registers = 24 + 8 * cfg["rows"]   # as bound_launch sets it after the first launch
+        return launch
 
-    def bits(cfg):   # the paired tile writes the bits of twice its warps
-        return f"{cfg['num_warps'] * (2 if cfg.get('paired') else 1) // cfg['rows']} warps a row"
-
-    for options, cols, tried in (((*fw.ROW_OPTIONS, "paired"), 4096, True), (fw.ROW_OPTIONS, 4096, False),
-                                 ((*fw.ROW_OPTIONS, "paired"), 2048, False)):
-        tuned = _tune_with_stand_in_times(monkeypatch, cols, fake_time, options, bits=bits)
-        paired = [c for c in tuned.table["candidates"] if c.get("paired")]
-        assert bool(paired) == tried
-        if tried:
-            assert {c["num_warps"] for c in paired} == {4} and {c["rows"] for c in paired} >= {1, 2}
-            assert tuned.config["paired"] and tuned.config["num_warps"] == 4
-            assert all(c["paired"] is False for c in tuned.table["candidates"] if c not in paired)
-
-
-def test_a_paired_config_on_a_row_it_cannot_pair_is_refused(monkeypatch):
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    from impls.layernorm.triton import _layernorm
-    x = torch.zeros(3, 4000)
-    cfg = dict(rows=1, num_warps=8, persistent=False, hints="plain", paired=True)
-    with pytest.raises(ValueError, match="paired tile needs an on-chip row that fills its block"):
-        fw.row_launcher(_layernorm, cfg, 3, None, x, x[0], x[0], x, 3, 4000, 1e-5, VARIANT=1, BLOCK=4096,
-                        ON_CHIP=True, EVEN=False, GROUP=4)
-    x = torch.zeros(3, 4096)   # fills its block, but pairs on 8 warps in fp32, not 4
-    with pytest.raises(ValueError, match="on 8 warps, not 4096 columns on 4"):
-        fw.row_launcher(_layernorm, {**cfg, "num_warps": 4}, 3, None, x, x[0], x[0], x, 3, 4096, 1e-5, VARIANT=1,
-                        BLOCK=4096, ON_CHIP=True, EVEN=True, GROUP=4)
-
-
-@pytest.mark.parametrize("dtype,warps,rows", [("bfloat16", 4, 2), ("float32", 8, 1)])
-def test_a_paired_layernorm_tile_matches_the_reference(cpu_runner, dtype, warps, rows):
-    """Its columns permuted (paired_columns) for x, g, b and y alike: under the interpreter
-    the same row as any other config, through the harness's checks (the adversarial
-    inputs included); the negative control, which runs two_pass's config, still fails."""
-    from harness.runner import CaseSpec
-    from harness.registry import frameworks
-    frameworks()["triton"].prepare(cpu_runner.device)
-    config = dict(rows=rows, num_warps=warps, persistent=rows > 1, hints="plain", prefetch=rows > 1, early=False,
-                  ordered=False, reload=False, loop_block=0, paired=True)
-    key = ("layernorm", 1, 4096, f"torch.{dtype}")
-    fw._tuned[key] = fw.Tuned(config)
+    monkeypatch.setattr(fw, "_measure", lambda run, samples=fw.TUNING_SAMPLES: 100.0 / run()[0]["rows"])
     try:
-        rec = cpu_runner.run(CaseSpec("layernorm", "triton", "two_pass", dtype, (5, 4096)))
-        naive = cpu_runner.run(CaseSpec("layernorm", "triton", "naive", dtype, (5, 4096)))
+        tuned = fw.tune_rows(("stand-in", 4096), 4096, 4096, True, torch.float32, None, lambda rows: rows, bind,
+                             options=fw.ROW_OPTIONS)
     finally:
-        fw._tuned.pop(key)
-    assert rec.status == "ok" and rec.passed, f"{rec.status}: {rec.reason}\n{rec.traceback}"
-    assert rec.impl_config["paired"] is True and rec.impl_config["num_warps"] == warps
-    assert naive.impl_config["paired"] is True and not naive.passed and "large_mean" in naive.reason
+        fw._tuned.pop(("stand-in", 4096, "torch.float32"), None)
+    assert all(c["regs"] == 24 + 8 * c["rows"] for c in tuned.table["candidates"])
+    assert "regs" not in tuned.config and tuned.config["rows"] == 2
 
 
 def test_a_looped_config_tries_early_operands_where_the_kernel_has_them(monkeypatch):
@@ -375,7 +334,7 @@ def test_a_bound_launch_dispatches_once_then_calls_the_compiled_kernel(monkeypat
         launch()
     assert k.dispatched == [((7,), ("x", 100, 7), dict(BLOCK=256, STORE=".cs", num_warps=4))]
     assert k.compiled.direct == [((7, 1, 1), ("x", 100, 7, 256, "", ".cs"))] * 2
-    assert launch.registers == 40   # for the tuner's register caps
+    assert launch.registers == 40   # kept in the tuning table (regs)
 
 
 def test_under_the_interpreter_every_launch_dispatches(monkeypatch):

@@ -52,7 +52,7 @@ def sum_of_squares(x_ptr, base, cols, BLOCK: tl.constexpr, SPAN: tl.constexpr, O
 
 
 @triton.jit
-def row_sums(v, FOLD: tl.constexpr, PAIRED: tl.constexpr = 0, GROUP: tl.constexpr = 1):
+def row_sums(v, FOLD: tl.constexpr):
     """Each row's sum of a tile ``v`` [ROWS, BLOCK]. FOLD > 0: the row first folded into
     FOLD-wide tiles, element j + k·FOLD added to element j for k = 1, 2, ... in turn, then
     the [ROWS, FOLD] partial sums reduced: the order in which a column loop of FOLD-wide
@@ -61,42 +61,10 @@ def row_sums(v, FOLD: tl.constexpr, PAIRED: tl.constexpr = 0, GROUP: tl.constexp
     tile's layout repeat: fold_width), the fold is register adds, and the partial sums lie
     across threads and warps as the loop's accumulator does: the same reduction tree, so
     the same bits, which lets the tuner count an on-chip tile and a looped row as one
-    family (same_bits) and give each batch size the faster of them.
-
-    PAIRED (a tile laid out by paired_columns; FOLD = 64 · GROUP · PAIRED): each thread
-    holds two GROUP-vectors of the folded row; each is summed, the two added, then the
-    sums reduced across lanes and warps: the tree of the same row on twice the warps,
-    where those two vectors sit in lanes L and L ^ 16 and their sums meet at the first
-    shuffle (on sm_90 Triton reduces in-thread, then across lanes by xor 16, 8, .., 1,
-    then across warps by xor W/2, .., 1)."""
+    family (same_bits) and give each batch size the faster of them."""
     if FOLD:
-        folded = tl.sum(tl.reshape(v, [v.shape[0], v.shape[1] // FOLD, FOLD]), 1)
-        if PAIRED:
-            pairs = tl.reshape(folded, [v.shape[0], 2, FOLD // (2 * GROUP), GROUP])
-            return tl.sum(tl.sum(tl.sum(pairs, 3), 1), 1)
-        return tl.sum(folded, 1)
+        return tl.sum(tl.sum(tl.reshape(v, [v.shape[0], v.shape[1] // FOLD, FOLD]), 1), 1)
     return tl.sum(v, 1)
-
-
-@triton.jit
-def paired_columns(BLOCK: tl.constexpr, PAIRED: tl.constexpr, GROUP: tl.constexpr):
-    """The columns [BLOCK] a tile takes in place of arange(BLOCK): with PAIRED = W (a
-    program of W warps), position q of the tile (GROUP-vector e, lane l, warp w, repeat r
-    of the natural layout) holds the column that a program of 2W warps would give lane
-    l // 2 + 16·(r % 2) of warp w + W·(l % 2), repeat r // 2: so each thread holds the two
-    vectors that such a program pairs at its first shuffle, and row_sums with PAIRED
-    reduces in its order (the same bits). A permutation of the columns, kept whole in
-    GROUP-vectors (16-byte accesses); a warp still reads whole 32-byte sectors."""
-    q = tl.arange(0, BLOCK)
-    if PAIRED:
-        e = q % GROUP
-        lane = (q // GROUP) % 32
-        warp = (q // (32 * GROUP)) % PAIRED
-        r = q // (32 * GROUP * PAIRED)
-        c = (e + GROUP * (lane // 2) + 16 * GROUP * (r % 2) + 32 * GROUP * warp
-             + 32 * GROUP * PAIRED * (lane % 2) + 64 * GROUP * PAIRED * (r // 2))
-        q = tl.max_contiguous(tl.multiple_of(c, GROUP), GROUP)
-    return q
 
 
 @triton.jit
@@ -114,12 +82,10 @@ def span_offsets(SPAN: tl.constexpr, BLOCK: tl.constexpr):
 # the same order whichever tile slot it sits in: results do not depend on the batch.
 
 @triton.jit
-def tile_offsets(tile, rows, cols, ROWS: tl.constexpr, BLOCK: tl.constexpr, PAIRED: tl.constexpr = 0,
-                 GROUP: tl.constexpr = 1):
-    """Element offsets [ROWS, BLOCK] (int64) of row tile ``tile``, and its row mask [ROWS, 1]
-    (PAIRED: the columns permuted, paired_columns)."""
+def tile_offsets(tile, rows, cols, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    """Element offsets [ROWS, BLOCK] (int64) of row tile ``tile``, and its row mask [ROWS, 1]."""
     r = tile * ROWS + tl.arange(0, ROWS)
-    offs = r.to(tl.int64)[:, None] * cols + paired_columns(BLOCK, PAIRED, GROUP)[None, :]
+    offs = r.to(tl.int64)[:, None] * cols + tl.arange(0, BLOCK)[None, :]
     return offs, (r < rows)[:, None]
 
 
@@ -151,11 +117,11 @@ def load_tile(ptr, offs, ok, cols, BLOCK: tl.constexpr, EVEN: tl.constexpr, LOAD
 
 @triton.jit
 def first_tile(ptr, pid, rows, cols, ROWS: tl.constexpr, BLOCK: tl.constexpr, EVEN: tl.constexpr,
-               LOAD: tl.constexpr, PREFETCH: tl.constexpr, PAIRED: tl.constexpr = 0, GROUP: tl.constexpr = 1):
+               LOAD: tl.constexpr, PREFETCH: tl.constexpr):
     """Before a tile loop: with PREFETCH, the program's first tile, its loads issued (in its
     own dtype, half the registers of fp32 for 16-bit data); else nothing."""
     if PREFETCH:
-        offs, ok = tile_offsets(pid, rows, cols, ROWS, BLOCK, PAIRED, GROUP)
+        offs, ok = tile_offsets(pid, rows, cols, ROWS, BLOCK)
         ahead = load_tile_raw(ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
     else:
         ahead = 0
@@ -164,18 +130,17 @@ def first_tile(ptr, pid, rows, cols, ROWS: tl.constexpr, BLOCK: tl.constexpr, EV
 
 @triton.jit
 def tile_input(ptr, ahead, tile, programs, rows, cols, ROWS: tl.constexpr, BLOCK: tl.constexpr,
-               EVEN: tl.constexpr, LOAD: tl.constexpr, PREFETCH: tl.constexpr, PAIRED: tl.constexpr = 0,
-               GROUP: tl.constexpr = 1):
+               EVEN: tl.constexpr, LOAD: tl.constexpr, PREFETCH: tl.constexpr):
     """This tile's rows as fp32, and what to carry to the next step. With PREFETCH (a
     persistent grid) the next tile's loads are issued here, before this tile's reduction:
     they are in flight while its barriers and stores run, which one program per SM could
     not otherwise overlap. Without, the tile is loaded now."""
     if PREFETCH:
         x = ahead.to(tl.float32)
-        offs, ok = tile_offsets(tile + programs, rows, cols, ROWS, BLOCK, PAIRED, GROUP)
+        offs, ok = tile_offsets(tile + programs, rows, cols, ROWS, BLOCK)
         ahead = load_tile_raw(ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
     else:
-        offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK, PAIRED, GROUP)
+        offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
         x = load_tile(ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
     return x, ahead
 
@@ -188,13 +153,12 @@ def store_tile(ptr, offs, ok, cols, y, BLOCK: tl.constexpr, EVEN: tl.constexpr, 
 
 
 @triton.jit
-def load_columns_raw(ptr, cols, BLOCK: tl.constexpr, EVEN: tl.constexpr, ORDERED: tl.constexpr = False,
-                     PAIRED: tl.constexpr = 0, GROUP: tl.constexpr = 1):
+def load_columns_raw(ptr, cols, BLOCK: tl.constexpr, EVEN: tl.constexpr, ORDERED: tl.constexpr = False):
     """A per-column operand (a norm's weight or bias) as [1, BLOCK] in its own dtype.
     Loaded in every tile step, from L2 after the first: held across a persistent loop it
     would cost a register per element for the whole kernel, and registers decide how many
     programs (and so how many bytes in flight) fit on an SM. ORDERED: a volatile load (below)."""
-    c = paired_columns(BLOCK, PAIRED, GROUP)[None, :]
+    c = tl.arange(0, BLOCK)[None, :]
     if EVEN:
         v = tl.load(ptr + c, volatile=ORDERED)
     else:

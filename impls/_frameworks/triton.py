@@ -269,7 +269,7 @@ def bound_launch(kernel, grid: tuple, *args, **kwargs):
         if run is None:
             compiled = jit(*args, **kwargs)     # compiles, or finds the cached binary, and launches
             run = compiled[(*grid, 1, 1)[:3]]   # its own launcher: takes a 3-D grid, all the parameters
-            launch.registers = compiled.n_regs  # per thread, as loaded (the tuner's register caps)
+            launch.registers = compiled.n_regs  # per thread, as loaded (the tuning table's regs)
             return
         run(*full)
     return launch
@@ -407,6 +407,13 @@ def static_cols(cols: int, block: int) -> int:
 # MiB problem chose 2048-column tiles on 16 warps (126.3 us, on-chip tiles 128.8 at best),
 # which ran 4096 rows in 34.4 us; on-chip tiles ran them in 32.4 (r35 probe) but wrote other
 # bits, so that batch could not take them.
+# Tried and reverted (06c7901): a tile on 8 warps whose columns were permuted in 16-byte
+# vectors so that each thread held the two vectors the 16-warp tree pairs at its first
+# shuffle, which then reduced in that tree's order at no extra shuffle (sm_90: the same
+# SHFL, LDS/STS and 16-byte accesses). On the H200 (r46) it wrote the 16-warp bits, every
+# tile shape, fp32 and bf16, but ran 4096x4096 fp32 in 35.2 us against the 16-warp row's
+# 33.4 (the unpermuted 8-warp row: ~33.0, r35), and the 2048-row problem 5% slower than
+# unpermuted: a warp's accesses split into 256-byte pieces 4 KiB apart. Level at ~256 MiB.
 ROW_FOLD = min(b for b, _ in LOOPED_SHAPES)
 
 
@@ -418,24 +425,6 @@ def fold_width(block: int, num_warps: int, itemsize: int) -> int:
     would move data between warps through shared memory, for bits no looped config has."""
     repeat = (16 // itemsize) * 32 * num_warps
     return ROW_FOLD if block > ROW_FOLD and ROW_FOLD % repeat == 0 else 0
-
-
-def paired_warps(block: int, cols: int, itemsize: int) -> int:
-    """The warps W on which an on-chip row of ``cols`` (its ``block``) may take the bits of
-    the same row on 2W warps (PAIRED: paired_columns, row_sums), or 0. Where the fold on 2W
-    warps leaves each thread one 16-byte vector (fp32: 8 warps for 16; 16-bit: 4 for 8) and
-    the row fills its block (the columns are permuted: a mask would not be).
-
-    Why: r35 (H200, LayerNorm fp32 4096x4096) ran one row on 8 warps in 32.4 us, on 16 in
-    33.9, Liger 33.4; the tuner keeps the 16-warp bits (the fastest at 16 rows and at ~256
-    MiB), so a 4096-row batch could not take the 8-warp tile. Reducing it in the 16-warp
-    order across lanes cost 10 shuffles a row (f8621d9, reverted); permuting its columns
-    costs none: sm_90, the same 16 shuffles and 16-byte accesses as the unpermuted tile."""
-    vector = 16 // itemsize
-    warps = ROW_FOLD // (64 * vector)
-    if warps < 1 or block != cols or fold_width(block, 2 * warps, itemsize) != ROW_FOLD:
-        return 0
-    return warps
 
 
 def row_launcher(kernel, cfg: dict, rows: int, device, *args, **constexprs):
@@ -461,14 +450,6 @@ def row_launcher(kernel, cfg: dict, rows: int, device, *args, **constexprs):
         itemsize = args[kernel.arg_names.index("x_ptr")].element_size()
         fold = fold_width(constexprs["BLOCK"], cfg["num_warps"], itemsize) if constexprs["ON_CHIP"] else 0
         constexprs = {**constexprs, "FOLD": fold}
-    if cfg.get("paired"):
-        cols = args[kernel.arg_names.index("cols")]
-        itemsize = args[kernel.arg_names.index("x_ptr")].element_size()
-        if not (constexprs["ON_CHIP"] and cfg["num_warps"] == paired_warps(constexprs["BLOCK"], cols, itemsize)):
-            raise ValueError(f"a paired tile needs an on-chip row that fills its block on "
-                             f"{paired_warps(constexprs['BLOCK'], cols, itemsize) or 'some'} warps, "
-                             f"not {cols} columns on {cfg['num_warps']}: see paired_warps")
-        constexprs = {**constexprs, "PAIRED": cfg["num_warps"]}
     if "PERSISTENT" in kernel.arg_names:   # one program per tile: no loop (program_loop)
         constexprs = {**constexprs, "PERSISTENT": bool(cfg["persistent"])}
     if cfg.get("maxnreg"):
@@ -580,8 +561,7 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
         return _tuned[key]
     shapes = tile_shapes(block, on_chip, max_rows, dtype.itemsize)
     switches = [o for o in options if o in SWITCHES]
-    off = {**{o: False for o in switches}, **({"loop_block": 0, "maxnreg": 0} if "looped" in options else {}),
-           **({"paired": False} if "paired" in options else {})}
+    off = {**{o: False for o in switches}, **({"loop_block": 0, "maxnreg": 0} if "looped" in options else {})}
     if interpreting():
         # the most rows per tile (exercises the row masks), persistent, every switch on but
         # ORDERED, which takes the place of PREFETCH's and EARLY's loads (the forced-switch
@@ -613,10 +593,6 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
 
     for rows, warps in shapes:
         measure(dict(rows=rows, num_warps=warps, persistent=False, hints="plain", **off))
-    if "paired" in options and (pair := paired_warps(block, cols, dtype.itemsize)):
-        for rows, warps in shapes:   # the same tiles with the bits of twice the warps
-            if warps == pair:
-                measure(dict(rows=rows, num_warps=warps, persistent=False, hints="plain", **{**off, "paired": True}))
     if "looped" in options:
         for loop_block, warps in LOOPED_SHAPES:
             if cols >= 2 * loop_block:

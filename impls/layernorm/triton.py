@@ -58,8 +58,7 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
                VARIANT: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr,
                EVEN: tl.constexpr, GROUP: tl.constexpr, PREFETCH: tl.constexpr, EARLY: tl.constexpr,
                RELOAD: tl.constexpr, SPAN: tl.constexpr, PERSISTENT: tl.constexpr, LOAD: tl.constexpr,
-               STORE: tl.constexpr, ORDERED: tl.constexpr = False, FOLD: tl.constexpr = 0,
-               PAIRED: tl.constexpr = 0):
+               STORE: tl.constexpr, ORDERED: tl.constexpr = False, FOLD: tl.constexpr = 0):
     """VARIANT 0: welford, 1: two_pass, 2: naive. PREFETCH, EARLY and ORDERED as in the rmsnorm.
     RELOAD: x is read again (from L1/L2, where the first read left it) to normalise,
     instead of being held through the statistics: the Welford merge then needs 64
@@ -69,27 +68,24 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
     output pass takes the row in one step (a small batch: r28-r30 chose 2048-column tiles
     for 4096-column rows, 1-2.7% ahead on ~256 MiB, and ran one row late-loaded).
     FOLD (two_pass, on chip): the sums folded as a column loop of FOLD-wide tiles adds them
-    (row_sums), so that an on-chip tile may write a looped config's bits. PAIRED (two_pass,
-    on chip, with FOLD): the columns permuted (paired_columns) so that the sums take the
-    tree of the same row on twice the warps (row_sums): the bits of that config."""
+    (row_sums), so that an on-chip tile may write a looped config's bits."""
     cols = COLS if COLS else cols   # a masked row: its length at compile time (static_cols)
     pid = tl.program_id(0)
     if ON_CHIP:
-        ahead = first_tile(x_ptr, pid, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH, PAIRED, GROUP)
+        ahead = first_tile(x_ptr, pid, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
         stop, stride = program_loop(pid, tl.cdiv(rows, ROWS), programs, PERSISTENT)
         for tile in range(pid, stop, stride):
             if ORDERED:   # g, b, then x, every load out at once (_triton_rows: ORDERED)
-                g = load_columns_raw(g_ptr, cols, BLOCK, EVEN, True, PAIRED, GROUP)
-                b = load_columns_raw(b_ptr, cols, BLOCK, EVEN, True, PAIRED, GROUP)
-                offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK, PAIRED, GROUP)
+                g = load_columns_raw(g_ptr, cols, BLOCK, EVEN, True)
+                b = load_columns_raw(b_ptr, cols, BLOCK, EVEN, True)
+                offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
                 x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, LOAD, True)
             else:   # (the offsets after x's loads are issued, as before ORDERED: the same code)
-                x, ahead = tile_input(x_ptr, ahead, tile, programs, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH,
-                                      PAIRED, GROUP)
-                offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK, PAIRED, GROUP)
+                x, ahead = tile_input(x_ptr, ahead, tile, programs, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
+                offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
                 if EARLY:
-                    g = load_columns_raw(g_ptr, cols, BLOCK, EVEN, False, PAIRED, GROUP)
-                    b = load_columns_raw(b_ptr, cols, BLOCK, EVEN, False, PAIRED, GROUP)
+                    g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
+                    b = load_columns_raw(b_ptr, cols, BLOCK, EVEN)
             if VARIANT == 0:
                 # normalised in the grouped view too: computed from the flat view, y would
                 # take the statistics' layout and x would cross threads through shared memory
@@ -101,26 +97,26 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
                 if RELOAD:
                     x3 = tl.reshape(load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, "evict_first"), shape3)
                 if not (EARLY or ORDERED):   # after the statistics: fewer live registers
-                    g = load_columns_raw(g_ptr, cols, BLOCK, EVEN, False, PAIRED, GROUP)
-                    b = load_columns_raw(b_ptr, cols, BLOCK, EVEN, False, PAIRED, GROUP)
+                    g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
+                    b = load_columns_raw(b_ptr, cols, BLOCK, EVEN)
                 y3 = (x3 - mean[:, None, None]) * tl.math.rsqrt(var + eps)[:, None, None] \
                     * tl.reshape(g.to(tl.float32), [1, BLOCK // GROUP, GROUP]) \
                     + tl.reshape(b.to(tl.float32), [1, BLOCK // GROUP, GROUP])
                 y = tl.reshape(y3, [ROWS, BLOCK])
             else:
-                mean = row_sums(x, FOLD, PAIRED, GROUP) / cols
+                mean = row_sums(x, FOLD) / cols
                 if VARIANT == 1:
                     dev = x - mean[:, None]
                     if not EVEN:
                         dev = tl.where(tile_mask(ok, cols, BLOCK, EVEN), dev, 0.0)
-                    var = row_sums(dev * dev, FOLD, PAIRED, GROUP) / cols
+                    var = row_sums(dev * dev, FOLD) / cols
                 else:
                     var = tl.sum(x * x, 1) / cols - mean * mean   # cancels: the negative control
                 if RELOAD:
                     x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, "evict_first")
                 if not (EARLY or ORDERED):
-                    g = load_columns_raw(g_ptr, cols, BLOCK, EVEN, False, PAIRED, GROUP)
-                    b = load_columns_raw(b_ptr, cols, BLOCK, EVEN, False, PAIRED, GROUP)
+                    g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
+                    b = load_columns_raw(b_ptr, cols, BLOCK, EVEN)
                 y = (x - mean[:, None]) * tl.math.rsqrt(var + eps)[:, None] * g.to(tl.float32) + b.to(tl.float32)
             store_tile(y_ptr, offs, ok, cols, y, BLOCK, EVEN, STORE)
     else:   # ROWS == 1: one row at a time, BLOCK-wide column tiles
@@ -222,8 +218,7 @@ def layernorm_launcher(x, weight, bias, eps, out, variant: str):
     tuned_as = VARIANTS["two_pass"] if code == VARIANTS["naive"] else code
     cfg, table = row_choice(("layernorm", tuned_as, cols), rows, cols, block, on_chip, x.dtype, x.device,
                             scratch, lambda cfg, args, n: bind(cfg, args, n, tuned_as),
-                            options=(*ROW_OPTIONS, "reload", "looped_early", *(("paired",) if tuned_as == 1 else ()))
-                            if on_chip else (), kernel=_layernorm)
+                            options=(*ROW_OPTIONS, "reload", "looped_early") if on_chip else (), kernel=_layernorm)
     config = row_config(cfg, block, on_chip)
     if tuned_as != code:
         config["tuned_as"] = "two_pass"
