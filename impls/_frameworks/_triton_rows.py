@@ -34,6 +34,15 @@ def store_row(ptr, base, c, cols, y, EVEN: tl.constexpr, STORE: tl.constexpr):
 
 
 @triton.jit
+def first_pass(x_ptr, base, start, c, cols, ORDERED: tl.constexpr):
+    """A looped row's column tile ``start + c`` in the pass that first reads it, as fp32, 0
+    past the row: kept in L2 (evict_last) for the passes that read it again; ORDERED: a
+    volatile load (see ORDERED below), which takes no cache hint."""
+    return tl.load(x_ptr + base + start + c, mask=start + c < cols, other=0.0,
+                   eviction_policy="" if ORDERED else "evict_last", volatile=ORDERED).to(tl.float32)
+
+
+@triton.jit
 def sum_of_squares(x_ptr, base, cols, BLOCK: tl.constexpr, SPAN: tl.constexpr, ORDERED: tl.constexpr = False):
     """sum(x²) of a row walked in BLOCK-wide tiles, fp32 lanes. The row is kept in L2
     (evict_last) for the pass that reads it again (evict_first), which then costs L2
@@ -45,8 +54,7 @@ def sum_of_squares(x_ptr, base, cols, BLOCK: tl.constexpr, SPAN: tl.constexpr, O
     end = SPAN if SPAN else cols
     UNROLL: tl.constexpr = SPAN // BLOCK if SPAN else 1   # a static trip count: unrolled in Triton's IR
     for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
-        x = tl.load(x_ptr + base + start + c, mask=start + c < cols, other=0.0,
-                    eviction_policy="" if ORDERED else "evict_last", volatile=ORDERED).to(tl.float32)
+        x = first_pass(x_ptr, base, start, c, cols, ORDERED)
         squares += x * x
     return tl.sum(squares, 0)
 

@@ -21,8 +21,8 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks._triton_rows import (first_tile, load_columns_raw, load_tile, program_loop, row_sums,
-                                            span_offsets, store_tile, tile_input, tile_mask, tile_offsets)
+from impls._frameworks._triton_rows import (first_pass, first_tile, load_columns_raw, load_tile, program_loop,
+                                            row_sums, span_offsets, store_tile, tile_input, tile_mask, tile_offsets)
 from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_choice, row_config, row_launcher
 
 
@@ -137,8 +137,7 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
                 m2_l = tl.zeros([BLOCK], tl.float32)
                 for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
                     mask = start + c < cols
-                    x = tl.load(x_ptr + base + start + c, mask=mask, other=0.0,
-                                eviction_policy="" if ORDERED else "evict_last", volatile=ORDERED).to(tl.float32)
+                    x = first_pass(x_ptr, base, start, c, cols, ORDERED)
                     n_new = n + mask.to(tl.float32)
                     delta = tl.where(mask, x - mean_l, 0.0)
                     mean_l += delta / tl.maximum(n_new, 1.0)
@@ -152,9 +151,7 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
                 # -0.0 literal as +0.0, an add the compiler must then keep
                 s = tl.zeros([BLOCK], tl.float32) * -1.0
                 for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
-                    s += tl.load(x_ptr + base + start + c, mask=start + c < cols, other=0.0,
-                                 eviction_policy="" if ORDERED else "evict_last",
-                                 volatile=ORDERED).to(tl.float32)
+                    s += first_pass(x_ptr, base, start, c, cols, ORDERED)
                 mean = tl.sum(s, 0) / cols
                 s2 = tl.zeros([BLOCK], tl.float32) * -1.0
                 for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
@@ -170,9 +167,7 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
                 s = tl.zeros([BLOCK], tl.float32)
                 s2 = tl.zeros([BLOCK], tl.float32)
                 for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
-                    x = tl.load(x_ptr + base + start + c, mask=start + c < cols, other=0.0,
-                                eviction_policy="" if ORDERED else "evict_last",
-                                volatile=ORDERED).to(tl.float32)
+                    x = first_pass(x_ptr, base, start, c, cols, ORDERED)
                     s += x
                     s2 += x * x
                 mean = tl.sum(s, 0) / cols
