@@ -140,7 +140,8 @@ def _warps_a_row(cfg):
 
 def _writing(bits):
     """(scratch, bind) of stand-in launches: a launch of cfg "writes" bits(cfg) into the
-    output that the tuner's digest (patched to read it) takes."""
+    output that the tuner's digest (patched to read it) takes, on 32 registers a row of
+    its tile (as bound_launch keeps ptxas's count)."""
     def scratch(rows):
         return rows, [None]   # the "output": what the last launch wrote
 
@@ -148,6 +149,7 @@ def _writing(bits):
         def launch():
             args[-1][0] = bits(cfg)
             return cfg, rows
+        launch.registers = 32 * cfg["rows"]
         return launch
     return scratch, bind
 
@@ -634,6 +636,7 @@ def test_a_batch_between_the_problems_takes_its_own_fastest_config_of_the_chosen
     assert _warps_a_row(cfg) == _warps_a_row(tuned.config) and set(timed) == {1823}
     batch = table["batch"]
     assert batch["rows"] == 1823 and table["candidates"] == tuned.table["candidates"]
+    assert all(m["regs"] == 32 * m["rows"] for m in batch["candidates"]) and "regs" not in cfg
     assert fw.config_of(batch["candidates"][0]) == tuned.config   # the chosen config, timed first
     assert {(c["rows"], c["num_warps"]) for c in batch["candidates"]} == {(2, 8), (1, 4)}
     assert any(c["persistent"] and c["bits"] == "other bits here" for c in batch["candidates"])

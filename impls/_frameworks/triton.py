@@ -700,8 +700,10 @@ def for_batch(tuned: Tuned, key, dtype, rows: int, make_scratch, bind) -> tuple[
 
         def measure(cfg):
             if all(config_of(m) != cfg for m in measured):
-                us = _measure(bind(cfg, args, rows), SMALL_TUNING_SAMPLES)
-                measured.append({**cfg, "us": us, "bits": _digest(args) if us is not None else None})
+                launch = bind(cfg, args, rows)
+                us = _measure(launch, SMALL_TUNING_SAMPLES)
+                measured.append({**cfg, "us": us, "bits": _digest(args) if us is not None else None,
+                                 "regs": getattr(launch, "registers", None)})
 
         def fastest():   # of those that wrote the chosen config's bits (the one timed first)
             same = [m for m in measured if m["us"] is not None and m["bits"] == measured[0]["bits"]]
