@@ -103,8 +103,8 @@ class Tuned:
 
 
 # What the tuner adds to a config when it measures it: its times on the three problems
-# (TIMES, by problem: ~256 MiB, MID_ROWS, SMALL_ROWS), and a digest of the bits it wrote
-# on the large one (None where there is no output).
+# (TIMES, by problem: ~256 MiB, MID_ROWS, SMALL_ROWS), a digest of the bits it wrote
+# on the large one (None where there is no output) and its register count (_observed).
 TIMES = ("us", "mid_us", "small_us")
 MEASURED = (*TIMES, "bits", "regs")
 
@@ -503,6 +503,13 @@ def _digest(args) -> str | None:
     return f"{int(total) & 0xFFFFFFFFFFFFFFFF:016x}"
 
 
+def _observed(launch, args, ran: bool) -> dict:
+    """What a measured candidate holds beside its times: a digest of the bits its launch
+    wrote into ``args``'s output (None where it did not run) and its register count
+    (ptxas's, kept by bound_launch; None where not known)."""
+    return {"bits": _digest(args) if ran else None, "regs": getattr(launch, "registers", None)}
+
+
 def _ran(candidates: list[dict]) -> list[dict]:
     return [c for c in candidates if all(c[t] is not None for t in TIMES)]
 
@@ -582,14 +589,12 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     candidates = []
 
     def measure(cfg):
-        if any(all(c.get(k) == cfg[k] for k in cfg) for c in candidates):
+        if any(all(c[k] == cfg[k] for k in cfg) for c in candidates):
             return
         launches = {name: bind(cfg, args, n) for name, (n, args, _) in problems.items()}
         times = {name: _measure(launches[name], problems[name][2]) for name in problems}
         # what its last launch on the large problem wrote (each problem has its own output)
-        bits = _digest(problems["us"][1]) if times["us"] is not None else None
-        regs = getattr(launches["us"], "registers", None)   # None: not compiled, or not known
-        candidates.append({**cfg, **times, "bits": bits, "regs": regs})
+        candidates.append({**cfg, **times, **_observed(launches["us"], problems["us"][1], times["us"] is not None)})
 
     for rows, warps in shapes:
         measure(dict(rows=rows, num_warps=warps, persistent=False, hints="plain", **off))
@@ -702,8 +707,7 @@ def for_batch(tuned: Tuned, key, dtype, rows: int, make_scratch, bind) -> tuple[
             if all(config_of(m) != cfg for m in measured):
                 launch = bind(cfg, args, rows)
                 us = _measure(launch, SMALL_TUNING_SAMPLES)
-                measured.append({**cfg, "us": us, "bits": _digest(args) if us is not None else None,
-                                 "regs": getattr(launch, "registers", None)})
+                measured.append({**cfg, "us": us, **_observed(launch, args, us is not None)})
 
         def fastest():   # of those that wrote the chosen config's bits (the one timed first)
             same = [m for m in measured if m["us"] is not None and m["bits"] == measured[0]["bits"]]
