@@ -30,9 +30,6 @@ def compile_sm90(fn, signature, constexprs, num_warps, aligned):
     ops = collections.Counter(re.sub(r"\.L[12]::[\w:]+", "", m)
                               for m in re.findall(r"(?:ld|st|atom|red)(?:\.volatile)?\.global\S*|ex2\.\S+", kernel.asm["ptx"]))
     ops["bra"] = len(re.findall(r"\bbra(?:\.uni)?\s", kernel.asm["ptx"]))   # loops (and any other branch)
-    # stores that carry an L2 eviction policy (STORE="evict_last": store_hinted), and the policy
-    ops["st_l2_hint"] = len(re.findall(r"st\.global\S*\.L2::cache_hint\S*", kernel.asm["ptx"]))
-    ops["policy_evict_last"] = len(re.findall(r"createpolicy\S*L2::evict_last", kernel.asm["ptx"]))
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(kernel.asm["cubin"])
         f.flush()
@@ -66,9 +63,6 @@ def kernels():
         out += [
             ("copy", _copy, {"x_ptr": p, "y_ptr": p, "n": "i32"}, {"BLOCK": 8192}, 8, XY, True),
             ("scale", _scale, {"x_ptr": p, "y_ptr": p, "a": "fp32", "n": "i32"}, {"BLOCK": 8192}, 8, XY, True),
-            # the output kept in L2 (HINTS "keep"): evict_last stores
-            ("copy_keep", _copy, {"x_ptr": p, "y_ptr": p, "n": "i32"}, {"BLOCK": 8192, "STORE": "evict_last"}, 8, XY,
-             True),
             ("pointwise", _pointwise, {"a_ptr": p, "b_ptr": p, "y_ptr": p, "n": "i32"},
              {"OP": 1, "BLOCK": 8192}, 8, ("a_ptr", "b_ptr", "y_ptr"), True),
             ("sum", _reduce_tiles, {"x_ptr": p, "out_ptr": "*fp32", "n": "i32", "programs": "i32"},
@@ -98,10 +92,6 @@ def kernels():
                             {"VARIANT": v, **on_chip, "GROUP": group, "PREFETCH": v == 0, "EARLY": v == 1,
                              "RELOAD": v != 1},
                             warps, ("x_ptr", "g_ptr", "b_ptr", "y_ptr", "cols"), True))
-        out.append(("layernorm_keep", _layernorm, {"x_ptr": p, "g_ptr": p, "b_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
-                    {"VARIANT": 1, "ROWS": 1, "BLOCK": 4096, "ON_CHIP": True, "EVEN": True, "SPAN": 0, "GROUP": group,
-                     "PREFETCH": False, "EARLY": False, "RELOAD": False, "STORE": "evict_last"}, 16,
-                    ("x_ptr", "g_ptr", "b_ptr", "y_ptr", "cols"), True))
         # a small batch's tile, its other operands loaded early (EARLY) or ahead of x, volatile
         # (ORDERED); ":tile", one program per tile, is how a small batch runs
         small = {"ROWS": 1, "BLOCK": 4096, "ON_CHIP": True, "EVEN": True, "SPAN": 0, "PREFETCH": False,

@@ -144,15 +144,3 @@ def test_a_folded_row_sum_stays_in_registers(report):
         assert smem(fold) == smem(nofold), (dt, warps, smem(fold), smem(nofold))
     forced = smem("layernorm_two_pass16w_forced:*bf16")
     assert forced["STS"] > smem("layernorm_two_pass16w_nofold:*bf16")["STS"], forced
-
-
-def test_kept_outputs_are_16_byte_stores_with_an_l2_evict_last_policy(report):
-    """HINTS "keep" (store_hinted with STORE="evict_last"): the output's 16-byte stores carry
-    the L2::evict_last cache policy and stay 16-byte stores (copy's ragged last tile stores
-    element by element, unhinted, as before); without the hint, no store carries a policy."""
-    for dt in ("bf16", "fp32"):
-        for name, plain in (("copy_keep", "copy"), ("layernorm_keep", "layernorm_two_pass16w_nofold")):
-            kept, without = report[f"{name}:*{dt}"]["ops"], report[f"{plain}:*{dt}"]["ops"]
-            vectors = sum(n for op, n in kept.items() if op.startswith("st.global") and ".v4." in op)
-            assert kept["st_l2_hint"] == vectors > 0 and kept["policy_evict_last"] >= 1, (name, dt, kept)
-            assert without["st_l2_hint"] == without["policy_evict_last"] == 0, (plain, dt, without)

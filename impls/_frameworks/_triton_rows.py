@@ -1,6 +1,5 @@
-"""Triton device functions shared by the row kernels (softmax, norms, the chain), and the
-hinted store every kernel writes its output with. Kept apart from triton.py (the
-framework's plumbing), which must import without Triton."""
+"""Triton device functions shared by the row kernels (softmax, norms, the chain).
+Kept apart from triton.py (the framework's plumbing), which must import without Triton."""
 import triton
 import triton.language as tl
 
@@ -18,20 +17,6 @@ def program_loop(pid, tiles, programs, PERSISTENT: tl.constexpr):
 
 
 @triton.jit
-def store_hinted(ptr, v, mask, STORE: tl.constexpr):
-    """Store ``v`` (``mask``: None for an unmasked store) with the hint STORE, a value of
-    HINTS (triton.py): "" none, a cache modifier (".cs": streaming), or "evict_last": the
-    lines stay in L2 ahead of those at normal priority (PTX: an L2::evict_last cache
-    policy). Read-once inputs then leave L2 first, and fewer of the output's lines are
-    written back while the kernel runs: those left at its end are written back after it
-    (the next kernel reading the output finds it in L2)."""
-    if STORE == "evict_last":
-        tl.store(ptr, v, mask=mask, eviction_policy="evict_last")
-    else:
-        tl.store(ptr, v, mask=mask, cache_modifier=STORE)
-
-
-@triton.jit
 def load_row(ptr, base, c, cols, other, EVEN: tl.constexpr, LOAD: tl.constexpr):
     """One on-chip row as fp32: unmasked when the row fills the block (16-byte vector loads)."""
     if EVEN:
@@ -43,9 +28,9 @@ def load_row(ptr, base, c, cols, other, EVEN: tl.constexpr, LOAD: tl.constexpr):
 def store_row(ptr, base, c, cols, y, EVEN: tl.constexpr, STORE: tl.constexpr):
     """Store one row, rounded once into the output's dtype."""
     if EVEN:
-        store_hinted(ptr + base + c, y.to(ptr.dtype.element_ty), None, STORE)
+        tl.store(ptr + base + c, y.to(ptr.dtype.element_ty), cache_modifier=STORE)
     else:
-        store_hinted(ptr + base + c, y.to(ptr.dtype.element_ty), c < cols, STORE)
+        tl.store(ptr + base + c, y.to(ptr.dtype.element_ty), mask=c < cols, cache_modifier=STORE)
 
 
 @triton.jit
@@ -171,7 +156,8 @@ def tile_input(ptr, ahead, tile, programs, rows, cols, ROWS: tl.constexpr, BLOCK
 @triton.jit
 def store_tile(ptr, offs, ok, cols, y, BLOCK: tl.constexpr, EVEN: tl.constexpr, STORE: tl.constexpr):
     """Store a tile, rounded once into the output's dtype."""
-    store_hinted(ptr + offs, y.to(ptr.dtype.element_ty), tile_mask(ok, cols, BLOCK, EVEN), STORE)
+    tl.store(ptr + offs, y.to(ptr.dtype.element_ty), mask=tile_mask(ok, cols, BLOCK, EVEN),
+             cache_modifier=STORE)
 
 
 @triton.jit

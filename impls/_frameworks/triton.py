@@ -67,15 +67,9 @@ def _round_bf16_like_the_gpu():
 
 # Cache hints for data that is read once and written once. Whether they help is measured,
 # not assumed (on the H200, a copy with evict_first loads ran at 92% of torch's copy_,
-# a plain one at ~100%): every tuned kernel tries each, as constexprs LOAD and STORE
-# (STORE: a store's hint, store_hinted). "keep": the output's lines stay in L2 ahead of
-# the input's (evict_last stores): fewer of them are written back while the kernel runs,
-# the rest after it. r49 probe (H200, fp32 copy, cold L2 as the harness times): 64 MiB
-# 32.6-32.7 us against 33.2-34.5 plain, 256 MiB 129.3 against 131.2-133.1; evict_first
-# loads were slower at both sizes (34.8-35.9, 138.1-140.6).
+# a plain one at ~100%): every tuned kernel tries both, as constexprs LOAD and STORE.
 HINTS = {"plain": {"LOAD": "", "STORE": ""},
-         "stream": {"LOAD": "evict_first", "STORE": ".cs"},
-         "keep": {"LOAD": "", "STORE": "evict_last"}}
+         "stream": {"LOAD": "evict_first", "STORE": ".cs"}}
 
 _tuned: dict = {}
 _timers: dict = {}
@@ -565,7 +559,7 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     the fastest, and every shape that wrote the same bits as one of them, again with the
     SMALL_BATCH_SWITCHES among the options, so that a shape is chosen for what a small
     batch of its bits can do too; then the best of those without them with a persistent
-    grid (and prefetching, if an option), with each other cache hint, with early weights and
+    grid (and prefetching, if an option), with streaming hints, with early weights and
     with x reloaded (if options), each step from the best so far; and the fastest of
     everything measured (_choose); and for the two batches, the fastest config that
     wrote its bits."""
@@ -635,7 +629,7 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     path = config_of(_choose([c for c in candidates if plain(c)]))
     toggles = [{"persistent": True}]
     toggles += [{"persistent": True, "prefetch": True}] if "prefetch" in options else []
-    toggles += [{"hints": h} for h in HINTS if h != "plain"]
+    toggles += [{"hints": "stream"}]
     toggles += [{"early": True}] if "early" in options else []
     toggles += [{"reload": True}] if "reload" in options else []
     for toggle in toggles:
@@ -661,11 +655,10 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
 # torch.compile's 8.40: 912 programs of 2 rows fill one wave, 1024 do not). A batch of at
 # least this share of the large problem's rows streams from memory: it takes that config.
 BATCH_MEASURED_BELOW = 0.5
-# Bit-neutral switches tried on the fastest config of a batch's family, each a list of
-# toggles: the other cache hints, the other grid (one program per tile prefetches
-# nothing: off with it).
-BATCH_TOGGLES = (lambda c: [{"hints": h} for h in HINTS if h != c["hints"]],
-                 lambda c: [{"persistent": not c["persistent"], **({"prefetch": False} if c.get("prefetch") else {})}])
+# Bit-neutral switches tried on the fastest config of a batch's family: the other cache
+# hints, the other grid (one program per tile prefetches nothing: off with it).
+BATCH_TOGGLES = (lambda c: {"hints": "plain" if c["hints"] == "stream" else "stream"},
+                 lambda c: {"persistent": not c["persistent"], **({"prefetch": False} if c.get("prefetch") else {})})
 _batch_choices: dict = {}
 _entries: dict = {}   # tune_rows's tuning-cache entry per key (with dtype), or None
 
@@ -726,10 +719,9 @@ def for_batch(tuned: Tuned, key, dtype, rows: int, make_scratch, bind) -> tuple[
             measure(config_of(c))
         # the tuner tried cache hints and a persistent grid on its greedy path's config only;
         # on the batch's fastest they may pay, or not: measured, each from the best so far
-        for toggles in BATCH_TOGGLES:
+        for toggle in BATCH_TOGGLES:
             lead = config_of(fastest())
-            for toggle in toggles(lead):
-                measure({**lead, **toggle})
+            measure({**lead, **toggle(lead)})
         best = fastest()
         config, batch = {**config_of(best), "tuned_for_rows": rows}, {"rows": rows, "candidates": measured}
         stamp = tuning_cache.store(entry, {"config": config, "batch": batch})["measured_at"] if entry else None

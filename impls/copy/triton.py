@@ -5,7 +5,6 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks._triton_rows import store_hinted
 from impls._frameworks.triton import launch_1d
 
 
@@ -14,7 +13,7 @@ def _copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr, LOAD: tl.constexpr, STORE: tl.co
     start = tl.program_id(0).to(tl.int64) * BLOCK
     offs = start + tl.arange(0, BLOCK)
     if start + BLOCK <= n:
-        store_hinted(y_ptr + offs, tl.load(x_ptr + offs, eviction_policy=LOAD), None, STORE)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, eviction_policy=LOAD), cache_modifier=STORE)
     else:
         mask = offs < n
         tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)

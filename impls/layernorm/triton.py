@@ -22,8 +22,7 @@ import triton.language as tl
 
 from harness.registry import impl
 from impls._frameworks._triton_rows import (first_pass, first_tile, load_columns_raw, load_tile, program_loop,
-                                            row_sums, span_offsets, store_hinted, store_tile, tile_input, tile_mask,
-                                            tile_offsets)
+                                            row_sums, span_offsets, store_tile, tile_input, tile_mask, tile_offsets)
 from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_choice, row_config, row_launcher
 
 
@@ -177,7 +176,7 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
             if WHOLE:   # the same formula element by element as the tile loop below: the same bits
                 x = tl.load(x_ptr + base + span, mask=span < cols, other=0.0, eviction_policy="evict_first")
                 y = (x.to(tl.float32) - mean) * rstd * g.to(tl.float32) + b.to(tl.float32)
-                store_hinted(y_ptr + base + span, y.to(y_ptr.dtype.element_ty), span < cols, STORE)
+                tl.store(y_ptr + base + span, y.to(y_ptr.dtype.element_ty), mask=span < cols, cache_modifier=STORE)
             else:
                 for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
                     mask = start + c < cols
@@ -186,7 +185,7 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
                     g = tl.load(g_ptr + start + c, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
                     b = tl.load(b_ptr + start + c, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
                     y = (x - mean) * rstd * g + b
-                    store_hinted(y_ptr + base + start + c, y.to(y_ptr.dtype.element_ty), mask, STORE)
+                    tl.store(y_ptr + base + start + c, y.to(y_ptr.dtype.element_ty), mask=mask, cache_modifier=STORE)
 
 
 VARIANTS = {"welford": 0, "two_pass": 1, "naive": 2}

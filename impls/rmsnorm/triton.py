@@ -18,7 +18,7 @@ import triton.language as tl
 
 from harness.registry import impl
 from impls._frameworks._triton_rows import (first_tile, load_columns_raw, load_tile, program_loop, span_offsets,
-                                            store_hinted, store_tile, sum_of_squares, tile_input, tile_offsets)
+                                            store_tile, sum_of_squares, tile_input, tile_offsets)
 from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_choice, row_config, row_launcher
 
 
@@ -69,7 +69,7 @@ def _rmsnorm(x_ptr, g_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.constexpr,
             if WHOLE:
                 x = tl.load(x_ptr + base + span, mask=span < cols, other=0.0, eviction_policy="evict_first")
                 y = x.to(tl.float32) * inv_rms * g.to(tl.float32)
-                store_hinted(y_ptr + base + span, y.to(y_ptr.dtype.element_ty), span < cols, STORE)
+                tl.store(y_ptr + base + span, y.to(y_ptr.dtype.element_ty), mask=span < cols, cache_modifier=STORE)
             else:
                 for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
                     mask = start + c < cols
@@ -77,7 +77,7 @@ def _rmsnorm(x_ptr, g_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.constexpr,
                                 eviction_policy="evict_first").to(tl.float32)
                     g = tl.load(g_ptr + start + c, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
                     y = (x * inv_rms * g).to(y_ptr.dtype.element_ty)
-                    store_hinted(y_ptr + base + start + c, y, mask, STORE)
+                    tl.store(y_ptr + base + start + c, y, mask=mask, cache_modifier=STORE)
 
 
 def rmsnorm_launcher(x, weight, eps, out):

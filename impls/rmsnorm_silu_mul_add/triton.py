@@ -15,8 +15,8 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks._triton_rows import (load_columns, load_tile, program_loop, span_offsets, store_hinted,
-                                            store_tile, sum_of_squares, tile_offsets)
+from impls._frameworks._triton_rows import (load_columns, load_tile, program_loop, span_offsets, store_tile,
+                                            sum_of_squares, tile_offsets)
 from impls._frameworks.triton import configured, launch_1d, row_block, row_choice, row_config, row_launcher
 from impls.rmsnorm.triton import rmsnorm_launcher
 
@@ -97,7 +97,7 @@ def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs, COLS: t
             if WHOLE:
                 x = tl.load(x_ptr + base + span, mask=m, other=0.0, eviction_policy="evict_first").to(tl.float32)
                 y = _tail(x, inv_rms, g.to(tl.float32), u, r)
-                store_hinted(y_ptr + base + span, y.to(y_ptr.dtype.element_ty), m, STORE)
+                tl.store(y_ptr + base + span, y.to(y_ptr.dtype.element_ty), mask=m, cache_modifier=STORE)
             else:
                 for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):   # x again, from L2
                     m = start + c < cols
@@ -109,7 +109,7 @@ def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs, COLS: t
                     u = tl.load(u_ptr + base + start + c, mask=m, other=0.0, eviction_policy=LOAD).to(tl.float32)
                     r = tl.load(r_ptr + base + start + c, mask=m, other=0.0, eviction_policy=LOAD).to(tl.float32)
                     y = _tail(x, inv_rms, g, u, r).to(y_ptr.dtype.element_ty)
-                    store_hinted(y_ptr + base + start + c, y, m, STORE)
+                    tl.store(y_ptr + base + start + c, y, mask=m, cache_modifier=STORE)
 
 
 @triton.jit
@@ -132,7 +132,7 @@ def _pointwise(a_ptr, b_ptr, y_ptr, n, OP: tl.constexpr, BLOCK: tl.constexpr,
     offs = start + tl.arange(0, BLOCK)
     if start + BLOCK <= n:
         y = _apply(a_ptr, b_ptr, offs, None, OP, LOAD)
-        store_hinted(y_ptr + offs, y.to(y_ptr.dtype.element_ty), None, STORE)
+        tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), cache_modifier=STORE)
     else:
         mask = offs < n
         tl.store(y_ptr + offs, _apply(a_ptr, b_ptr, offs, mask, OP, "").to(y_ptr.dtype.element_ty), mask=mask)

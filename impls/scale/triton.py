@@ -4,7 +4,6 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks._triton_rows import store_hinted
 from impls._frameworks.triton import launch_1d
 
 
@@ -14,7 +13,7 @@ def _scale(x_ptr, y_ptr, a, n, BLOCK: tl.constexpr, LOAD: tl.constexpr, STORE: t
     offs = start + tl.arange(0, BLOCK)
     if start + BLOCK <= n:
         x = tl.load(x_ptr + offs, eviction_policy=LOAD).to(tl.float32)
-        store_hinted(y_ptr + offs, (a * x).to(y_ptr.dtype.element_ty), None, STORE)
+        tl.store(y_ptr + offs, (a * x).to(y_ptr.dtype.element_ty), cache_modifier=STORE)
     else:
         mask = offs < n
         x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)

@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks._triton_rows import load_row, program_loop, store_hinted, store_row
+from impls._frameworks._triton_rows import load_row, program_loop, store_row
 from impls._frameworks.triton import configured, row_block, row_choice, row_launcher, row_tile
 
 _NEG_INF = tl.constexpr(float("-inf"))
@@ -86,7 +86,7 @@ def _softmax(x_ptr, y_ptr, rows, cols, programs, COLS: tl.constexpr,
                 mask = start + c < cols
                 x = tl.load(x_ptr + base + start + c, mask=mask, other=float("-inf")).to(tl.float32)
                 y = tl.exp(x - row_max) * inv_sum
-                store_hinted(y_ptr + base + start + c, y.to(y_ptr.dtype.element_ty), mask, STORE)
+                tl.store(y_ptr + base + start + c, y.to(y_ptr.dtype.element_ty), mask=mask, cache_modifier=STORE)
 
 
 VARIANTS = {"on_chip": 0, "online": 1, "three_pass": 2}
