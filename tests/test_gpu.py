@@ -184,3 +184,29 @@ def test_compiled_code_prints_the_peer_s_triton_kernel():
     tail = "\n".join(proc.stderr.splitlines()[-15:])
     assert "@triton.jit" in proc.stderr, f"no Triton kernel in the code printed; its end:\n{tail}"
     assert "the launch configs inductor chose:" in proc.stderr and "num_warps" in tail, tail
+
+
+@pytest.mark.parametrize("warps", [8, 16])
+def test_a_persistent_grid_is_what_the_gpu_runs_at_once(warps):
+    """A persistent row launch gets as many programs as the driver says its binary runs at
+    once per SM, times the SMs (never more warps than an SM holds: 16-warp programs at most
+    4 per SM), and writes the bits of one program per tile."""
+    from impls._frameworks.triton import programs_per_sm, row_launcher, sm_count
+    from impls.layernorm.triton import _layernorm
+    rows, cols = 4096, 4096
+    x = torch.randn(rows, cols, device="cuda")
+    g, b = torch.randn(cols, device="cuda"), torch.randn(cols, device="cuda")
+    ys = [torch.empty_like(x), torch.empty_like(x)]
+    cfg = dict(rows=1, num_warps=warps, hints="plain", prefetch=True, early=False, ordered=False, reload=False,
+               loop_block=0)
+    fixed = dict(VARIANT=1, BLOCK=cols, ON_CHIP=True, EVEN=True, GROUP=4)
+    launches = [row_launcher(_layernorm, {**cfg, "persistent": p, "prefetch": p}, rows, x.device,
+                             x, g, b, y, rows, cols, 1e-5, **fixed) for p, y in zip((True, False), ys)]
+    for launch in launches:
+        launch()
+    torch.cuda.synchronize()
+    assert torch.equal(ys[0], ys[1])
+    per_sm = launches[0].programs // sm_count(x.device)
+    assert launches[0].programs == per_sm * sm_count(x.device) and launches[1].programs == rows
+    assert 1 <= per_sm <= 64 // warps
+    assert programs_per_sm(launches[0].binary) == per_sm   # the binary it ran: its own count

@@ -290,10 +290,47 @@ def test_a_row_launcher_works_out_its_grid_and_arguments_once(monkeypatch):
     looped = fw.row_launcher(k, {**cfg, "rows": 1, "persistent": True, "loop_block": 256}, 37, None, "x", 37,
                              BLOCK=1024, ON_CHIP=True, EVEN=False)
     looped()
-    assert k.grids[-1] == (min(37, fw.PERSISTENT_PER_SM * fw.sm_count(None)),)
+    assert k.grids[-1] == (min(37, fw.INTERPRETED_PER_SM * fw.sm_count(None)),)
     assert {key: k.calls[-1][1][key] for key in ("BLOCK", "ON_CHIP", "EVEN", "SPAN", "PERSISTENT")} == \
         dict(BLOCK=256, ON_CHIP=False, EVEN=False, SPAN=1024, PERSISTENT=True)
 
+
+
+def test_a_persistent_grid_is_what_the_gpu_runs_at_once(monkeypatch):
+    """A persistent launch gets as many programs as its compiled kernel runs at once on
+    every SM (the driver's count, stood in for here), at most one per tile; the count is
+    asked of the binary compiled for that very grid size (Triton specialises on it), and
+    the grid only shrinks until its own binary fits it."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(fw, "sm_count", lambda device: 132)
+    monkeypatch.setattr(fw, "threads_per_sm", lambda device: 2048)
+    # a binary compiled for a grid divisible by 16 on more registers: 4 programs per SM, else 5
+    monkeypatch.setattr(fw, "programs_per_sm", lambda compiled: 4 if compiled % 16 == 0 else 5)
+
+    class Kernel:
+        def __init__(self):
+            self.compiled_for = []
+
+        def warmup(self, *args, grid, **kwargs):
+            self.compiled_for.append(args[-1])
+            assert grid == (args[-1],) and kwargs["num_warps"] == 8
+            return args[-1]
+
+    k = Kernel()
+    # 8 warps: the threads allow 8 per SM (1056 programs); that binary fits 4 (528, also
+    # divisible by 16): 528 fits
+    assert fw.persistent_programs(k, 10 ** 6, None, ("x",), {"num_warps": 8}) == 528
+    assert k.compiled_for == [1056, 528]
+    k = Kernel()
+    assert fw.persistent_programs(k, 300, None, ("x",), {"num_warps": 8}) == 300   # 300: 5 per SM fit
+    assert k.compiled_for == [300]
+    monkeypatch.setattr(fw, "programs_per_sm", lambda compiled: 3 if compiled % 16 else 4)
+    k = Kernel()   # 1056 -> 528 (fits 4: 528) done; never grows past what the threads allow
+    assert fw.persistent_programs(k, 10 ** 6, None, ("x",), {"num_warps": 8}) == 528
+    monkeypatch.setattr(fw, "programs_per_sm", lambda compiled: 5 if compiled % 16 else 3)
+    k = Kernel()   # 1056 fits 3 -> 396 (not divisible by 16) fits 5: 396
+    assert fw.persistent_programs(k, 10 ** 6, None, ("x",), {"num_warps": 8}) == 396
+    assert k.compiled_for == [1056, 396]
 
 
 class _Compiled:

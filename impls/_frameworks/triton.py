@@ -104,9 +104,9 @@ class Tuned:
 
 # What the tuner adds to a config when it measures it: its times on the three problems
 # (TIMES, by problem: ~256 MiB, MID_ROWS, SMALL_ROWS), a digest of the bits it wrote
-# on the large one (None where there is no output) and its register count (_observed).
+# on the large one (None where there is no output), its register count and its grid (_observed).
 TIMES = ("us", "mid_us", "small_us")
-MEASURED = (*TIMES, "bits", "regs")
+MEASURED = (*TIMES, "bits", "regs", "programs")
 
 
 def config_of(candidate: dict) -> dict:
@@ -270,6 +270,7 @@ def bound_launch(kernel, grid: tuple, *args, **kwargs):
             compiled = jit(*args, **kwargs)     # compiles, or finds the cached binary, and launches
             run = compiled[(*grid, 1, 1)[:3]]   # its own launcher: takes a 3-D grid, all the parameters
             launch.registers = compiled.n_regs  # per thread, as loaded (the tuning table's regs)
+            launch.binary = compiled
             return
         run(*full)
     return launch
@@ -312,7 +313,7 @@ SMALL_TIE = 0.01            # small-problem times this close are equal: ~0.05 us
                             # 32 ns event clock (softmax 16384x8192 bf16, H200: 8 warps' 5.31
                             # us at 16 rows against 16 warps' 5.34 cost 0.6% at 256 MiB)
 TILE_ELEMENTS = 8192        # the most elements of a tile of several rows
-PERSISTENT_PER_SM = 8       # programs per SM of a persistent grid
+INTERPRETED_PER_SM = 8      # programs per SM of a persistent grid under the interpreter
 
 
 def row_tile(custom_combine: bool = False) -> int:
@@ -427,13 +428,61 @@ def fold_width(block: int, num_warps: int, itemsize: int) -> int:
     return ROW_FOLD if block > ROW_FOLD and ROW_FOLD % repeat == 0 else 0
 
 
+def _libcuda():
+    import ctypes
+    return ctypes.CDLL("libcuda.so.1")
+
+
+def programs_per_sm(compiled) -> int:
+    """How many programs of a compiled Triton kernel an SM runs at once: the CUDA driver's
+    occupancy calculator (cuOccupancyMaxActiveBlocksPerMultiprocessor) on the loaded binary,
+    which counts its threads, its registers as allocated and its shared memory."""
+    import ctypes
+    compiled._init_handles()   # loads the binary (Triton does it lazily, at the first launch)
+    count = ctypes.c_int(0)
+    threads = compiled.metadata.num_warps * 32
+    err = _libcuda().cuOccupancyMaxActiveBlocksPerMultiprocessor(
+        ctypes.byref(count), ctypes.c_void_p(compiled.function), ctypes.c_int(threads),
+        ctypes.c_size_t(compiled.metadata.shared))
+    if err:
+        raise RuntimeError(f"cuOccupancyMaxActiveBlocksPerMultiprocessor failed (CUresult {err}) for "
+                           f"{compiled.name}: {threads} threads, {compiled.metadata.shared} bytes of shared memory")
+    return max(1, count.value)
+
+
+def threads_per_sm(device) -> int:
+    import torch
+    return torch.cuda.get_device_properties(device).max_threads_per_multi_processor
+
+
+def persistent_programs(kernel, tiles: int, device, args: tuple, kwargs: dict) -> int:
+    """The grid of a persistent launch: as many programs as the GPU runs at once, at most one
+    per tile. Its programs split the tiles evenly (pid, pid + programs, ...), so a program
+    that waited for a free slot would run its whole share after the others had finished
+    theirs: a second, part-empty wave. (A fixed 8 per SM, as before, asked for 128 warps
+    per SM of a 16-warp kernel, which runs 64 at most; and for 8 of an 8-warp kernel on 45
+    registers, of which 5 fit.) The count comes from the compiled kernel (programs_per_sm),
+    starting from what the SM's threads allow; the grid size is also an argument, which
+    Triton specialises on (divisible by 16 or not), so the kernel is compiled again for a
+    smaller count until that binary fits it: the grid only shrinks, and never asks for
+    more programs than its own binary runs at once."""
+    sms = sm_count(device)
+    if interpreting():   # no binary: a few programs exercise the grid-stride loops
+        return min(tiles, INTERPRETED_PER_SM * sms)
+    programs = min(tiles, max(1, threads_per_sm(device) // (32 * kwargs["num_warps"])) * sms)
+    while True:
+        fit = min(tiles, programs_per_sm(kernel.warmup(*args, programs, grid=(programs,), **kwargs)) * sms)
+        if fit >= programs:
+            return programs
+        programs = fit
+
+
 def row_launcher(kernel, cfg: dict, rows: int, device, *args, **constexprs):
     """A launcher (no arguments) of the row kernel ``kernel(*args, programs, ROWS=..., ...)``:
-    one program per tile of cfg["rows"] rows, or a persistent grid of PERSISTENT_PER_SM
-    programs per SM walking the tiles. Grid and keyword arguments are worked out here, once
-    (bound_launch)."""
+    one program per tile of cfg["rows"] rows, or a persistent grid of as many programs as
+    fit on the GPU at once (persistent_programs) walking the tiles. Grid and keyword
+    arguments are worked out here, once (bound_launch)."""
     tiles = -(-rows // cfg["rows"])
-    programs = min(tiles, PERSISTENT_PER_SM * sm_count(device)) if cfg["persistent"] else tiles
     options = {o.upper(): cfg.get(o, False) for o in SWITCHES if o.upper() in kernel.arg_names}
     hints = dict(HINTS[cfg["hints"]])
     if cfg.get("reload"):
@@ -454,8 +503,11 @@ def row_launcher(kernel, cfg: dict, rows: int, device, *args, **constexprs):
         constexprs = {**constexprs, "PERSISTENT": bool(cfg["persistent"])}
     if cfg.get("maxnreg"):
         constexprs = {**constexprs, "maxnreg": cfg["maxnreg"]}   # a compile option, not a parameter
-    return bound_launch(kernel, (programs,), *args, programs, ROWS=cfg["rows"], num_warps=cfg["num_warps"],
-                        **hints, **options, **constexprs)
+    kwargs = dict(ROWS=cfg["rows"], num_warps=cfg["num_warps"], **hints, **options, **constexprs)
+    programs = persistent_programs(kernel, tiles, device, args, kwargs) if cfg["persistent"] else tiles
+    launch = bound_launch(kernel, (programs,), *args, programs, **kwargs)
+    launch.programs = programs   # the grid, for the tuning table (a persistent one's size is measured)
+    return launch
 
 
 def row_config(cfg: dict, block: int, on_chip: bool) -> dict:
@@ -506,8 +558,9 @@ def _digest(args) -> str | None:
 def _observed(launch, args, ran: bool) -> dict:
     """What a measured candidate holds beside its times: a digest of the bits its launch
     wrote into ``args``'s output (None where it did not run) and its register count
-    (ptxas's, kept by bound_launch; None where not known)."""
-    return {"bits": _digest(args) if ran else None, "regs": getattr(launch, "registers", None)}
+    (ptxas's, kept by bound_launch; None where not known) and grid (row_launcher's programs)."""
+    return {"bits": _digest(args) if ran else None, "regs": getattr(launch, "registers", None),
+            "programs": getattr(launch, "programs", None)}
 
 
 def _ran(candidates: list[dict]) -> list[dict]:
