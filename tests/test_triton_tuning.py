@@ -703,10 +703,15 @@ def test_a_batch_tries_the_other_cache_hints_and_grid_on_its_fastest_config(monk
     tried = [(c["rows"], c["num_warps"], c["hints"], c["persistent"]) for c in table["batch"]["candidates"]]
     configs = [tuple(sorted(fw.config_of(c).items())) for c in table["batch"]["candidates"]]
     assert (1, 4, "stream", True) in tried and len(configs) == len(set(configs))   # each timed once
-    # a persistent prefetching config's other grid: one program per tile, prefetching nothing
-    flip = fw.BATCH_TOGGLES[1]
-    assert flip({"persistent": True, "prefetch": True}) == {"persistent": False, "prefetch": False}
-    assert flip({"persistent": False, "prefetch": False}) == {"persistent": True}
+    # a persistent prefetching config's other grids: one program per tile, prefetching
+    # nothing, and persistent without prefetching; a kernel without PREFETCH never gets it
+    grids = fw.BATCH_TOGGLES[1]
+    assert grids({"persistent": True, "prefetch": True}) == [{"persistent": False, "prefetch": False},
+                                                             {"prefetch": False}]
+    assert grids({"persistent": False, "prefetch": False}) == [{"persistent": True},
+                                                               {"persistent": True, "prefetch": True}]
+    assert grids({"persistent": False}) == [{"persistent": True}]
+    assert grids({"persistent": True}) == [{"persistent": False}]
 
 
 def test_a_batchs_own_config_is_kept_on_disk_beside_the_tuned_choice(monkeypatch, tuning_cache_dir):
