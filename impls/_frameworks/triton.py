@@ -428,6 +428,16 @@ def fold_width(block: int, num_warps: int, itemsize: int) -> int:
     return ROW_FOLD if block > ROW_FOLD and ROW_FOLD % repeat == 0 else 0
 
 
+def fold_halves(fold: int, tile_rows: int, num_warps: int, itemsize: int) -> int:
+    """HALVES for an on-chip tile folded to ``fold`` (row_sums): its warps where the tile is
+    one row and the folded row two repeats of its layout (fp32 on 8 warps: 2 x 1024), so
+    that it sums in the tree of twice the warps: r54 (H200, LayerNorm two_pass fp32
+    4096x4096, probe) ran one row on 8 warps in 32.5 us, Liger's kernel 33.6, one row on
+    16 warps (the bits the ~256 MiB problem chooses) 33.9. Else 0: the tile's own tree."""
+    repeat = (16 // itemsize) * 32 * num_warps
+    return num_warps if fold and tile_rows == 1 and fold == 2 * repeat else 0
+
+
 def _libcuda():
     import ctypes
     return ctypes.CDLL("libcuda.so.1")
@@ -499,6 +509,8 @@ def row_launcher(kernel, cfg: dict, rows: int, device, *args, **constexprs):
         itemsize = args[kernel.arg_names.index("x_ptr")].element_size()
         fold = fold_width(constexprs["BLOCK"], cfg["num_warps"], itemsize) if constexprs["ON_CHIP"] else 0
         constexprs = {**constexprs, "FOLD": fold}
+        if "HALVES" in kernel.arg_names:
+            constexprs = {**constexprs, "HALVES": fold_halves(fold, cfg["rows"], cfg["num_warps"], itemsize)}
     if "PERSISTENT" in kernel.arg_names:   # one program per tile: no loop (program_loop)
         constexprs = {**constexprs, "PERSISTENT": bool(cfg["persistent"])}
     if cfg.get("maxnreg"):
