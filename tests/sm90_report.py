@@ -47,7 +47,7 @@ def compile_sm90(fn, signature, constexprs, num_warps, aligned):
 
 
 def kernels():
-    from impls._frameworks.triton import fold_halves, fold_width
+    from impls._frameworks.triton import fold_width
     from impls.copy.triton import _copy
     from impls.layernorm.triton import _layernorm
     from impls.rmsnorm.triton import _rmsnorm
@@ -132,18 +132,14 @@ def kernels():
                     ("x_ptr", "g_ptr", "b_ptr", "y_ptr"), False))
         # LayerNorm two_pass on chip (4096, one row a tile), its sums folded into 2048-wide
         # tiles (row_sums) or not; "forced": folded where fold_width would not (bf16, 16 warps)
-        # "halves": folded and summed in the tree of twice the warps (fold_halves: fp32 on 8)
         for warps in (8, 16):
             fold = fold_width(4096, warps, 2 if dt == "bf16" else 4)
-            for name, width, halves in (("fold", fold, 0), ("nofold", 0, 0), ("forced", 2048, 0),
-                                        ("halves", 2048, warps)):
-                if name == "halves" and fold_halves(fold, 1, warps, 2 if dt == "bf16" else 4) != warps:
-                    continue
+            for name, width in (("fold", fold), ("nofold", 0), ("forced", 2048)):
                 out.append((f"layernorm_two_pass{warps}w_{name}", _layernorm,
                             {"x_ptr": p, "g_ptr": p, "b_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
                             {"VARIANT": 1, "ROWS": 1, "BLOCK": 4096, "ON_CHIP": True, "EVEN": True, "SPAN": 0,
-                             "GROUP": group, "PREFETCH": False, "EARLY": False, "RELOAD": False, "FOLD": width,
-                             "HALVES": halves}, warps, ("x_ptr", "g_ptr", "b_ptr", "y_ptr", "cols"), True))
+                             "GROUP": group, "PREFETCH": False, "EARLY": False, "RELOAD": False, "FOLD": width},
+                            warps, ("x_ptr", "g_ptr", "b_ptr", "y_ptr", "cols"), True))
         # a row shorter than its block (781 in 1024, one warp): compiled for its length
         # (static_cols), and for any; not 16-byte aligned, so no vectors either way
         for name, cols in (("softmax781", 781), ("softmax781_any_length", 0)):

@@ -210,27 +210,3 @@ def test_a_persistent_grid_is_what_the_gpu_runs_at_once(warps):
     assert launches[0].programs == per_sm * sm_count(x.device) and launches[1].programs == rows
     assert 1 <= per_sm <= 64 // warps
     assert programs_per_sm(launches[0].binary) == per_sm   # the binary it ran: its own count
-
-
-@pytest.mark.parametrize("dtype,warps", [(torch.float32, 8), (torch.bfloat16, 4)])
-def test_a_row_summed_in_the_tree_of_twice_its_warps_writes_their_bits(dtype, warps):
-    """LayerNorm two_pass, one row of 4096 on W warps with HALVES (fp32 on 8, bf16 on 4):
-    the bits of the same row on 2W warps and of the column loop of 2048-wide tiles on 2W
-    warps, the family the tuner's ~256 MiB problem chooses from (fp32: 16 warps)."""
-    from impls._frameworks.triton import fold_halves, fold_width, row_launcher
-    from impls.layernorm.triton import _layernorm
-    rows, cols = 3001, 4096
-    x = (torch.randn(rows, cols, device="cuda") * 3 + 5).to(dtype)
-    g, b = torch.randn(cols, device="cuda").to(dtype), torch.randn(cols, device="cuda").to(dtype)
-    assert fold_halves(fold_width(cols, warps, x.element_size()), 1, warps, x.element_size()) == warps
-    base = dict(rows=1, persistent=False, hints="plain", prefetch=False, early=False, ordered=False, reload=False,
-                loop_block=0, maxnreg=0)
-    fixed = dict(VARIANT=1, BLOCK=cols, ON_CHIP=True, EVEN=True, GROUP=16 // x.element_size())
-    outs = []
-    for cfg in ({**base, "num_warps": warps}, {**base, "num_warps": 2 * warps},
-                {**base, "num_warps": 2 * warps, "loop_block": 2048}, {**base, "num_warps": warps, "early": True}):
-        y = torch.empty_like(x)
-        row_launcher(_layernorm, cfg, rows, x.device, x, g, b, y, rows, cols, 1e-5, **fixed)()
-        outs.append(y)
-    torch.cuda.synchronize()
-    assert all(torch.equal(outs[0], y) for y in outs[1:])

@@ -756,43 +756,6 @@ def test_an_on_chip_row_folds_only_where_each_thread_holds_both_halves():
     assert fw.fold_width(4096, 32, 4) == 0 and fw.fold_width(2048, 4, 4) == 0 and fw.fold_width(1024, 1, 4) == 0
 
 
-
-def test_a_one_row_tile_of_two_layout_repeats_sums_in_the_tree_of_twice_its_warps():
-    """fold_halves: a tile of one row whose folded row is two repeats of its layout (fp32 on
-    8 warps, bf16 on 4) sums in the tree of twice its warps (row_sums with HALVES); a tile
-    of several rows, one repeat (fp32 on 16 warps) or four (fp32 on 4) keeps its own tree."""
-    assert fw.fold_halves(2048, 1, 8, 4) == 8 and fw.fold_halves(2048, 1, 4, 2) == 4
-    assert fw.fold_halves(2048, 2, 8, 4) == 0 and fw.fold_halves(2048, 1, 16, 4) == 0
-    assert fw.fold_halves(2048, 1, 4, 4) == 0 and fw.fold_halves(2048, 1, 8, 2) == 0
-    assert fw.fold_halves(0, 1, 8, 4) == 0
-
-
-def test_a_row_summed_in_the_tree_of_twice_its_warps_matches_the_reference(cpu_runner, monkeypatch):
-    """LayerNorm two_pass, one fp32 row of 4096 on 8 warps (HALVES: its sums in the 16-warp
-    tree) under the interpreter, against float64, with a mean far from zero."""
-    from harness.registry import frameworks
-    frameworks()["triton"].prepare(cpu_runner.device)
-    from impls.layernorm import triton as ln
-    gen = torch.Generator().manual_seed(7)
-    x = (torch.randn(9, 4096, generator=gen, dtype=torch.float64) * 3 + 1e3).float()
-    g, b = torch.randn(4096, generator=gen), torch.randn(4096, generator=gen)
-    halves = []
-    real = fw.fold_halves
-    monkeypatch.setattr(fw, "fold_halves", lambda *a: halves.append(real(*a)) or halves[-1])
-    key = ("layernorm", 1, 4096, "torch.float32")
-    fw._tuned[key] = fw.Tuned(dict(rows=1, num_warps=8, persistent=False, hints="plain", prefetch=False, early=False,
-                                   ordered=False, reload=False, loop_block=0, maxnreg=0))
-    try:
-        out = torch.empty_like(x)
-        ln.bind_two_pass(x, g, b, 1e-5, out)()
-    finally:
-        fw._tuned.pop(key)
-    assert halves == [8]
-    xd = x.double()
-    want = (xd - xd.mean(1, keepdim=True)) / torch.sqrt(xd.var(1, unbiased=False, keepdim=True) + 1e-5) \
-        * g.double() + b.double()
-    assert torch.allclose(out.double(), want, rtol=0, atol=5e-4), (out.double() - want).abs().max()
-
 @pytest.mark.parametrize("cols", [4096, 3001])
 def test_an_on_chip_two_pass_row_sums_as_the_2048_column_loop_does(cpu_runner, monkeypatch, cols):
     """LayerNorm two_pass on chip, its sums folded (row_sums), writes the bits the column

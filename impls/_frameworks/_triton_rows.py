@@ -60,7 +60,7 @@ def sum_of_squares(x_ptr, base, cols, BLOCK: tl.constexpr, SPAN: tl.constexpr, O
 
 
 @triton.jit
-def row_sums(v, FOLD: tl.constexpr, HALVES: tl.constexpr = 0):
+def row_sums(v, FOLD: tl.constexpr):
     """Each row's sum of a tile ``v`` [ROWS, BLOCK]. FOLD > 0: the row first folded into
     FOLD-wide tiles, element j + k·FOLD added to element j for k = 1, 2, ... in turn, then
     the [ROWS, FOLD] partial sums reduced: the order in which a column loop of FOLD-wide
@@ -69,23 +69,9 @@ def row_sums(v, FOLD: tl.constexpr, HALVES: tl.constexpr = 0):
     tile's layout repeat: fold_width), the fold is register adds, and the partial sums lie
     across threads and warps as the loop's accumulator does: the same reduction tree, so
     the same bits, which lets the tuner count an on-chip tile and a looped row as one
-    family (same_bits) and give each batch size the faster of them.
-
-    HALVES = W > 0 (one row on W warps, its folded row two repeats of the layout: each
-    thread holds a vector of the first half and the one 1024 fp32 further, which 2W warps
-    would give to warps w and w + W, same lane): the folded sum in the tree of 2W warps.
-    On sm_90 Triton reduces in-thread, then across lanes by xor 16, 8, .., 1, then across
-    warps by xor W/2, .., 1 (r46 measured a tile built on that: the 2W-warp bits), so
-    2W warps add the partials of warps w and w + W first. Here each half is summed
-    in-thread and across lanes apart, the two added (that first step), then the W sums
-    reduced across warps: the same additions in the same order, on the tile's own layout
-    (its loads whole 512-byte warp rows, unlike the permuted columns tried in 06c7901)."""
+    family (same_bits) and give each batch size the faster of them."""
     if FOLD:
-        folded = tl.sum(tl.reshape(v, [v.shape[0], v.shape[1] // FOLD, FOLD]), 1)
-        if HALVES:
-            halves = tl.reshape(folded, [v.shape[0], 2, HALVES, FOLD // (2 * HALVES)])
-            return tl.sum(tl.sum(tl.sum(halves, 3), 1), 1)
-        return tl.sum(folded, 1)
+        return tl.sum(tl.sum(tl.reshape(v, [v.shape[0], v.shape[1] // FOLD, FOLD]), 1), 1)
     return tl.sum(v, 1)
 
 

@@ -415,6 +415,14 @@ def static_cols(cols: int, block: int) -> int:
 # tile shape, fp32 and bf16, but ran 4096x4096 fp32 in 35.2 us against the 16-warp row's
 # 33.4 (the unpermuted 8-warp row: ~33.0, r35), and the 2048-row problem 5% slower than
 # unpermuted: a warp's accesses split into 256-byte pieces 4 KiB apart. Level at ~256 MiB.
+# Tried twice and reverted (f8621d9 -> 742fc6f; 1ab8e53 -> 11ce87b): one fp32 row on 8
+# warps, each thread's two layout repeats reduced across lanes apart, then added (the
+# 16-warp tree's first cross-warp step), then across warps: the 16-warp bits on the tile's
+# own layout (sm_90: 10 more shuffles, no more shared memory; the digests agreed, r43, r58).
+# The 4096-row batch still ran it slower than one row on 16 warps: 33.54 against 33.12 us
+# (r43), 33.54 with g, b early against 33.22 (r58); under the sweep's budget 33.77-33.90
+# against 33.75-33.95, Liger's kernel 33.53-33.66 (r59 probe). The 8-warp row's 32.5 us of
+# the short-budget probe (r35, r37, r54) does not hold under the sweep's one-second budget.
 ROW_FOLD = min(b for b, _ in LOOPED_SHAPES)
 
 
@@ -426,16 +434,6 @@ def fold_width(block: int, num_warps: int, itemsize: int) -> int:
     would move data between warps through shared memory, for bits no looped config has."""
     repeat = (16 // itemsize) * 32 * num_warps
     return ROW_FOLD if block > ROW_FOLD and ROW_FOLD % repeat == 0 else 0
-
-
-def fold_halves(fold: int, tile_rows: int, num_warps: int, itemsize: int) -> int:
-    """HALVES for an on-chip tile folded to ``fold`` (row_sums): its warps where the tile is
-    one row and the folded row two repeats of its layout (fp32 on 8 warps: 2 x 1024), so
-    that it sums in the tree of twice the warps: r54 (H200, LayerNorm two_pass fp32
-    4096x4096, probe) ran one row on 8 warps in 32.5 us, Liger's kernel 33.6, one row on
-    16 warps (the bits the ~256 MiB problem chooses) 33.9. Else 0: the tile's own tree."""
-    repeat = (16 // itemsize) * 32 * num_warps
-    return num_warps if fold and tile_rows == 1 and fold == 2 * repeat else 0
 
 
 def _libcuda():
@@ -509,8 +507,6 @@ def row_launcher(kernel, cfg: dict, rows: int, device, *args, **constexprs):
         itemsize = args[kernel.arg_names.index("x_ptr")].element_size()
         fold = fold_width(constexprs["BLOCK"], cfg["num_warps"], itemsize) if constexprs["ON_CHIP"] else 0
         constexprs = {**constexprs, "FOLD": fold}
-        if "HALVES" in kernel.arg_names:
-            constexprs = {**constexprs, "HALVES": fold_halves(fold, cfg["rows"], cfg["num_warps"], itemsize)}
     if "PERSISTENT" in kernel.arg_names:   # one program per tile: no loop (program_loop)
         constexprs = {**constexprs, "PERSISTENT": bool(cfg["persistent"])}
     if cfg.get("maxnreg"):

@@ -58,8 +58,7 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
                VARIANT: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr,
                EVEN: tl.constexpr, GROUP: tl.constexpr, PREFETCH: tl.constexpr, EARLY: tl.constexpr,
                RELOAD: tl.constexpr, SPAN: tl.constexpr, PERSISTENT: tl.constexpr, LOAD: tl.constexpr,
-               STORE: tl.constexpr, ORDERED: tl.constexpr = False, FOLD: tl.constexpr = 0,
-               HALVES: tl.constexpr = 0):
+               STORE: tl.constexpr, ORDERED: tl.constexpr = False, FOLD: tl.constexpr = 0):
     """VARIANT 0: welford, 1: two_pass, 2: naive. PREFETCH, EARLY and ORDERED as in the rmsnorm.
     RELOAD: x is read again (from L1/L2, where the first read left it) to normalise,
     instead of being held through the statistics: the Welford merge then needs 64
@@ -69,8 +68,7 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
     output pass takes the row in one step (a small batch: r28-r30 chose 2048-column tiles
     for 4096-column rows, 1-2.7% ahead on ~256 MiB, and ran one row late-loaded).
     FOLD (two_pass, on chip): the sums folded as a column loop of FOLD-wide tiles adds them
-    (row_sums), so that an on-chip tile may write a looped config's bits; HALVES (one row
-    on HALVES warps, two layout repeats folded): in the tree of twice the warps (row_sums)."""
+    (row_sums), so that an on-chip tile may write a looped config's bits."""
     cols = COLS if COLS else cols   # a masked row: its length at compile time (static_cols)
     pid = tl.program_id(0)
     if ON_CHIP:
@@ -106,12 +104,12 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
                     + tl.reshape(b.to(tl.float32), [1, BLOCK // GROUP, GROUP])
                 y = tl.reshape(y3, [ROWS, BLOCK])
             else:
-                mean = row_sums(x, FOLD, HALVES) / cols
+                mean = row_sums(x, FOLD) / cols
                 if VARIANT == 1:
                     dev = x - mean[:, None]
                     if not EVEN:
                         dev = tl.where(tile_mask(ok, cols, BLOCK, EVEN), dev, 0.0)
-                    var = row_sums(dev * dev, FOLD, HALVES) / cols
+                    var = row_sums(dev * dev, FOLD) / cols
                 else:
                     var = tl.sum(x * x, 1) / cols - mean * mean   # cancels: the negative control
                 if RELOAD:
