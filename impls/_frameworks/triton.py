@@ -415,7 +415,7 @@ def static_cols(cols: int, block: int) -> int:
 # tile shape, fp32 and bf16, but ran 4096x4096 fp32 in 35.2 us against the 16-warp row's
 # 33.4 (the unpermuted 8-warp row: ~33.0, r35), and the 2048-row problem 5% slower than
 # unpermuted: a warp's accesses split into 256-byte pieces 4 KiB apart. Level at ~256 MiB.
-# Tried twice and reverted (f8621d9 -> 742fc6f; 1ab8e53 -> 11ce87b): one fp32 row on 8
+# Tried twice and reverted (f8621d9 -> 742fc6f; 1ab8e53 -> f6b9f6d): one fp32 row on 8
 # warps, each thread's two layout repeats reduced across lanes apart, then added (the
 # 16-warp tree's first cross-warp step), then across warps: the 16-warp bits on the tile's
 # own layout (sm_90: 10 more shuffles, no more shared memory; the digests agreed, r43, r58).
@@ -723,7 +723,9 @@ def _other_grids(c: dict) -> list[dict]:
     nothing: off with it), or a persistent grid, with and without prefetching where the
     kernel has it (c has the key). r54 (H200, LayerNorm two_pass fp32 4096x4096, probe): one
     row on 16 warps ran 33.9 us per tile, 41.5 persistent, 33.5 persistent and prefetching
-    (2 programs per SM: the next row's loads in flight through this row's reductions)."""
+    (2 programs per SM: the next row's loads in flight through this row's reductions); the
+    batch's own measurement (r55) then timed it 35.5 against 33.6 per tile, and kept the
+    latter: measured, not assumed."""
     prefetching = ["prefetch"] if "prefetch" in c else []
     if c["persistent"]:
         return [{"persistent": False, **({"prefetch": False} if c.get("prefetch") else {})},
