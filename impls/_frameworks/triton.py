@@ -1,5 +1,6 @@
 """Triton. On a CUDA GPU for real; on a CPU under Triton's interpreter (TRITON_INTERPRET=1),
 which the harness switches on itself: correct results, no timing claims."""
+import functools
 import hashlib
 import inspect
 import math
@@ -436,6 +437,7 @@ def fold_width(block: int, num_warps: int, itemsize: int) -> int:
     return ROW_FOLD if block > ROW_FOLD and ROW_FOLD % repeat == 0 else 0
 
 
+@functools.cache
 def _libcuda():
     import ctypes
     return ctypes.CDLL("libcuda.so.1")
@@ -726,11 +728,15 @@ def _other_grids(c: dict) -> list[dict]:
     (2 programs per SM: the next row's loads in flight through this row's reductions); the
     batch's own measurement (r55) then timed it 35.5 against 33.6 per tile, and kept the
     latter: measured, not assumed."""
-    prefetching = ["prefetch"] if "prefetch" in c else []
     if c["persistent"]:
-        return [{"persistent": False, **({"prefetch": False} if c.get("prefetch") else {})},
-                *({"prefetch": not c["prefetch"]} for _ in prefetching)]
-    return [{"persistent": True}, *({"persistent": True, "prefetch": True} for _ in prefetching)]
+        grids = [{"persistent": False, **({"prefetch": False} if c.get("prefetch") else {})}]
+        if "prefetch" in c:
+            grids.append({"prefetch": not c["prefetch"]})
+    else:
+        grids = [{"persistent": True}]
+        if "prefetch" in c:
+            grids.append({"persistent": True, "prefetch": True})
+    return grids
 
 
 # Bit-neutral switches tried on the fastest config of a batch's family, each a list of
