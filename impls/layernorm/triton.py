@@ -54,6 +54,60 @@ def _welford_groups(x3, m3, cols, GROUP: tl.constexpr, EVEN: tl.constexpr):
 
 
 @triton.jit
+def _on_chip_tile(x_ptr, g_ptr, b_ptr, y_ptr, ahead, tile, programs, rows, cols, eps, VARIANT: tl.constexpr,
+                  ROWS: tl.constexpr, BLOCK: tl.constexpr, EVEN: tl.constexpr, GROUP: tl.constexpr,
+                  PREFETCH: tl.constexpr, EARLY: tl.constexpr, RELOAD: tl.constexpr, LOAD: tl.constexpr,
+                  STORE: tl.constexpr, ORDERED: tl.constexpr, FOLD: tl.constexpr):
+    """One tile of ROWS on-chip rows, normalised and stored; returns what tile_input carries
+    to the next tile (PREFETCH)."""
+    if ORDERED:   # g, b, then x, every load out at once (_triton_rows: ORDERED)
+        g = load_columns_raw(g_ptr, cols, BLOCK, EVEN, True)
+        b = load_columns_raw(b_ptr, cols, BLOCK, EVEN, True)
+        offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
+        x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, LOAD, True)
+    else:   # (the offsets after x's loads are issued, as before ORDERED: the same code)
+        x, ahead = tile_input(x_ptr, ahead, tile, programs, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
+        offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
+        if EARLY:
+            g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
+            b = load_columns_raw(b_ptr, cols, BLOCK, EVEN)
+    if VARIANT == 0:
+        # normalised in the grouped view too: computed from the flat view, y would
+        # take the statistics' layout and x would cross threads through shared memory
+        shape3: tl.constexpr = [ROWS, BLOCK // GROUP, GROUP]
+        x3 = tl.reshape(x, shape3)
+        m3 = tl.reshape(tl.broadcast_to(tile_mask(ok, cols, BLOCK, EVEN), [ROWS, BLOCK]).to(tl.float32),
+                        shape3)
+        mean, var = _welford_groups(x3, m3, cols, GROUP, EVEN)
+        if RELOAD:
+            x3 = tl.reshape(load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, "evict_first"), shape3)
+        if not (EARLY or ORDERED):   # after the statistics: fewer live registers
+            g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
+            b = load_columns_raw(b_ptr, cols, BLOCK, EVEN)
+        y3 = (x3 - mean[:, None, None]) * tl.math.rsqrt(var + eps)[:, None, None] \
+            * tl.reshape(g.to(tl.float32), [1, BLOCK // GROUP, GROUP]) \
+            + tl.reshape(b.to(tl.float32), [1, BLOCK // GROUP, GROUP])
+        y = tl.reshape(y3, [ROWS, BLOCK])
+    else:
+        mean = row_sums(x, FOLD) / cols
+        if VARIANT == 1:
+            dev = x - mean[:, None]
+            if not EVEN:
+                dev = tl.where(tile_mask(ok, cols, BLOCK, EVEN), dev, 0.0)
+            var = row_sums(dev * dev, FOLD) / cols
+        else:
+            var = tl.sum(x * x, 1) / cols - mean * mean   # cancels: the negative control
+        if RELOAD:
+            x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, "evict_first")
+        if not (EARLY or ORDERED):
+            g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
+            b = load_columns_raw(b_ptr, cols, BLOCK, EVEN)
+        y = (x - mean[:, None]) * tl.math.rsqrt(var + eps)[:, None] * g.to(tl.float32) + b.to(tl.float32)
+    store_tile(y_ptr, offs, ok, cols, y, BLOCK, EVEN, STORE)
+    return ahead
+
+
+@triton.jit
 def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.constexpr,
                VARIANT: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr,
                EVEN: tl.constexpr, GROUP: tl.constexpr, PREFETCH: tl.constexpr, EARLY: tl.constexpr,
@@ -73,52 +127,13 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
     pid = tl.program_id(0)
     if ON_CHIP:
         ahead = first_tile(x_ptr, pid, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
-        stop, stride = program_loop(pid, tl.cdiv(rows, ROWS), programs, PERSISTENT)
-        for tile in range(pid, stop, stride):
-            if ORDERED:   # g, b, then x, every load out at once (_triton_rows: ORDERED)
-                g = load_columns_raw(g_ptr, cols, BLOCK, EVEN, True)
-                b = load_columns_raw(b_ptr, cols, BLOCK, EVEN, True)
-                offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
-                x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, LOAD, True)
-            else:   # (the offsets after x's loads are issued, as before ORDERED: the same code)
-                x, ahead = tile_input(x_ptr, ahead, tile, programs, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
-                offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
-                if EARLY:
-                    g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
-                    b = load_columns_raw(b_ptr, cols, BLOCK, EVEN)
-            if VARIANT == 0:
-                # normalised in the grouped view too: computed from the flat view, y would
-                # take the statistics' layout and x would cross threads through shared memory
-                shape3: tl.constexpr = [ROWS, BLOCK // GROUP, GROUP]
-                x3 = tl.reshape(x, shape3)
-                m3 = tl.reshape(tl.broadcast_to(tile_mask(ok, cols, BLOCK, EVEN), [ROWS, BLOCK]).to(tl.float32),
-                                shape3)
-                mean, var = _welford_groups(x3, m3, cols, GROUP, EVEN)
-                if RELOAD:
-                    x3 = tl.reshape(load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, "evict_first"), shape3)
-                if not (EARLY or ORDERED):   # after the statistics: fewer live registers
-                    g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
-                    b = load_columns_raw(b_ptr, cols, BLOCK, EVEN)
-                y3 = (x3 - mean[:, None, None]) * tl.math.rsqrt(var + eps)[:, None, None] \
-                    * tl.reshape(g.to(tl.float32), [1, BLOCK // GROUP, GROUP]) \
-                    + tl.reshape(b.to(tl.float32), [1, BLOCK // GROUP, GROUP])
-                y = tl.reshape(y3, [ROWS, BLOCK])
-            else:
-                mean = row_sums(x, FOLD) / cols
-                if VARIANT == 1:
-                    dev = x - mean[:, None]
-                    if not EVEN:
-                        dev = tl.where(tile_mask(ok, cols, BLOCK, EVEN), dev, 0.0)
-                    var = row_sums(dev * dev, FOLD) / cols
-                else:
-                    var = tl.sum(x * x, 1) / cols - mean * mean   # cancels: the negative control
-                if RELOAD:
-                    x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, "evict_first")
-                if not (EARLY or ORDERED):
-                    g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
-                    b = load_columns_raw(b_ptr, cols, BLOCK, EVEN)
-                y = (x - mean[:, None]) * tl.math.rsqrt(var + eps)[:, None] * g.to(tl.float32) + b.to(tl.float32)
-            store_tile(y_ptr, offs, ok, cols, y, BLOCK, EVEN, STORE)
+        if PERSISTENT:
+            for tile in range(pid, tl.cdiv(rows, ROWS), programs):
+                ahead = _on_chip_tile(x_ptr, g_ptr, b_ptr, y_ptr, ahead, tile, programs, rows, cols, eps, VARIANT,
+                                      ROWS, BLOCK, EVEN, GROUP, PREFETCH, EARLY, RELOAD, LOAD, STORE, ORDERED, FOLD)
+        else:   # one program per tile: straight-line code (one_tile)
+            _on_chip_tile(x_ptr, g_ptr, b_ptr, y_ptr, ahead, pid, programs, rows, cols, eps, VARIANT, ROWS, BLOCK,
+                          EVEN, GROUP, PREFETCH, EARLY, RELOAD, LOAD, STORE, ORDERED, FOLD)
     else:   # ROWS == 1: one row at a time, BLOCK-wide column tiles
         c = tl.arange(0, BLOCK)
         end = SPAN if SPAN else cols
