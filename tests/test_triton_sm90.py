@@ -30,14 +30,15 @@ def report():
 
 def test_every_triton_kernel_is_in_the_report(report):
     """A kernel: a @triton.jit function of impls/<op>/triton.py taking pointers and a BLOCK
-    (read from the source: in this process the modules may hold interpreter functions)."""
+    and reading its program id (a tile function it calls takes its tile as a parameter);
+    read from the source: in this process the modules may hold interpreter functions."""
     import ast
     found = set()
     for path in sorted((ROOT / "impls").glob("*/triton.py")):
         for node in ast.parse(path.read_text()).body:
             if isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list):
                 params = [a.arg for a in node.args.args]
-                if "BLOCK" in params and any(p.endswith("_ptr") for p in params):
+                if "BLOCK" in params and any(p.endswith("_ptr") for p in params) and "program_id" in ast.unparse(node):
                     found.add(node.name)
     # the report's names, not an import of the impls here: this process's CPU tests need them
     # imported under the interpreter (run alone, this file would otherwise import them first)
@@ -65,13 +66,24 @@ def test_kernels_compile_for_sm90_with_wide_accesses_and_no_spills(report):
 
 
 def test_one_program_per_tile_compiles_to_straight_line_code(report):
-    """A row kernel launched one program per tile has no loop over tiles (program_loop):
+    """A row kernel launched one program per tile has no loop over tiles (_triton_rows: one_tile):
     its first loads wait on no read of the row count and no branch. The persistent form
     keeps its loop, so the count sees a loop where there is one."""
     tiles = {name: r for name, r in report.items() if name.endswith(":tile")}
     assert len(tiles) >= 8, sorted(report)
     assert {name: r["ops"]["bra"] for name, r in tiles.items() if r["ops"]["bra"]} == {}
     assert all(report[name.removesuffix(":tile")]["ops"]["bra"] > 0 for name in tiles)
+
+
+def test_one_program_per_tile_has_no_barrier_for_a_loop(report):
+    """Straight-line, a tile's reductions take one barrier fewer than the same tile in the
+    persistent loop, where a barrier at the top of the body guards the shared memory the
+    previous trip's reductions read (_triton_rows: one_tile)."""
+    loops = {name: report[name.removesuffix(":tile")]["ops"] for name in report if name.endswith(":tile")}
+    loops = {name: ops for name, ops in loops.items() if ops.get("sass:BAR")}   # one warp: no barriers at all
+    assert len(loops) >= 8, sorted(loops)
+    assert {name: (report[name]["ops"].get("sass:BAR", 0), ops["sass:BAR"]) for name, ops in loops.items()
+            if report[name]["ops"].get("sass:BAR", 0) != ops["sass:BAR"] - 1} == {}
 
 
 def test_every_kernel_has_a_source_hash_for_the_tuning_cache(report):

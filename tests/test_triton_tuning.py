@@ -115,7 +115,7 @@ def test_every_row_switch_matches_the_reference(cpu_runner, op, variant, tuning_
 @pytest.mark.parametrize("persistent", [False, True])
 @pytest.mark.parametrize("variant,code", [("on_chip", 0), ("online", 1), ("three_pass", 2)])
 def test_softmax_on_either_grid_matches_the_reference(cpu_runner, variant, code, persistent):
-    """One program per row (no loop in the kernel: program_loop) and a persistent grid
+    """One program per row (no loop in the kernel: _triton_rows, one_tile) and a persistent grid
     walking the rows, forced under the interpreter (which itself always takes the
     persistent one), through the harness's checks."""
     config = dict(rows=1, num_warps=4, hints="plain", persistent=persistent)

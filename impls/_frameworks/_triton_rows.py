@@ -4,16 +4,16 @@ import triton
 import triton.language as tl
 
 
-@triton.jit
-def program_loop(pid, tiles, programs, PERSISTENT: tl.constexpr):
-    """(end, step) of a program's loop over tiles, ``range(pid, end, step)``. A persistent
-    grid walks tiles pid, pid + programs, ...; a grid of one program per tile takes tile
-    pid alone, and its loop has one static trip that the compiler removes: the first loads
-    then go out without waiting on a read of ``tiles`` from the kernel's parameters and a
-    branch on it (a dependent constant-memory read on a cold launch)."""
-    end = tiles if PERSISTENT else pid + 1
-    step = programs if PERSISTENT else 1
-    return end, step
+# --- one_tile: how a kernel walks its tiles ---------------------------------------------
+# A persistent grid (PERSISTENT) loops over tiles pid, pid + programs, ... A grid of one
+# program per tile calls the same tile function once, in straight-line code, not as a loop
+# of one trip: its first loads then wait on no read of the tile count from the kernel's
+# parameters and no branch, and it has no barrier ahead of its first reduction. Triton
+# guards the shared memory of a loop's reductions against the previous trip's reads with a
+# barrier at the top of the loop body, inserted before LLVM removes a one-trip loop (sm_90
+# SASS, LayerNorm two_pass 1x4096 fp32 on 16 warps: 6 barriers as a loop, 5 straight; r62,
+# 4096x4096: 34.21 us as a loop, 33.99 straight, beside 33.97 and 33.88 for a plain one-row
+# kernel on 16 warps).
 
 
 @triton.jit

@@ -509,7 +509,7 @@ def row_launcher(kernel, cfg: dict, rows: int, device, *args, **constexprs):
         itemsize = args[kernel.arg_names.index("x_ptr")].element_size()
         fold = fold_width(constexprs["BLOCK"], cfg["num_warps"], itemsize) if constexprs["ON_CHIP"] else 0
         constexprs = {**constexprs, "FOLD": fold}
-    if "PERSISTENT" in kernel.arg_names:   # one program per tile: no loop (program_loop)
+    if "PERSISTENT" in kernel.arg_names:   # one program per tile: no loop (_triton_rows: one_tile)
         constexprs = {**constexprs, "PERSISTENT": bool(cfg["persistent"])}
     if cfg.get("maxnreg"):
         constexprs = {**constexprs, "maxnreg": cfg["maxnreg"]}   # a compile option, not a parameter

@@ -21,7 +21,7 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks._triton_rows import (first_pass, first_tile, load_columns_raw, load_tile, program_loop,
+from impls._frameworks._triton_rows import (first_pass, first_tile, load_columns_raw, load_tile,
                                             row_sums, span_offsets, store_tile, tile_input, tile_mask, tile_offsets)
 from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_choice, row_config, row_launcher
 
@@ -108,6 +108,77 @@ def _on_chip_tile(x_ptr, g_ptr, b_ptr, y_ptr, ahead, tile, programs, rows, cols,
 
 
 @triton.jit
+def _looped_row(x_ptr, g_ptr, b_ptr, y_ptr, row, cols, eps, VARIANT: tl.constexpr, BLOCK: tl.constexpr,
+                EARLY: tl.constexpr, SPAN: tl.constexpr, STORE: tl.constexpr, ORDERED: tl.constexpr):
+    """One row in BLOCK-wide column tiles: the statistics by VARIANT, then x again (from L2)
+    to normalise."""
+    c = tl.arange(0, BLOCK)
+    end = SPAN if SPAN else cols
+    UNROLL: tl.constexpr = SPAN // BLOCK if SPAN else 1   # a static trip count: unrolled in Triton's IR
+    WHOLE: tl.constexpr = (EARLY or ORDERED) and SPAN > 0   # the output pass holds the whole row
+    base = tl.cast(row, tl.int64) * cols
+    if WHOLE:   # g's and b's loads go out with x's first pass, not after the statistics
+        span = span_offsets(SPAN, BLOCK)
+        g = tl.load(g_ptr + span, mask=span < cols, other=0.0, volatile=ORDERED)
+        b = tl.load(b_ptr + span, mask=span < cols, other=0.0, volatile=ORDERED)
+    if VARIANT == 0:   # a running Welford update per lane, then the lanes merged
+        n = tl.zeros([BLOCK], tl.float32)
+        mean_l = tl.zeros([BLOCK], tl.float32)
+        m2_l = tl.zeros([BLOCK], tl.float32)
+        for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
+            mask = start + c < cols
+            x = first_pass(x_ptr, base, start, c, cols, ORDERED)
+            n_new = n + mask.to(tl.float32)
+            delta = tl.where(mask, x - mean_l, 0.0)
+            mean_l += delta / tl.maximum(n_new, 1.0)
+            m2_l += delta * tl.where(mask, x - mean_l, 0.0)
+            n = n_new
+        mean, m2, total = tl.reduce((mean_l, m2_l, n), 0, _chan_merge)
+        var = m2 / cols
+    elif VARIANT == 1:
+        # accumulators start at -0.0, the exact identity of + (-0 + x is x for every x;
+        # +0 + -0 is +0), as row_sums' fold: written as a product, since Triton emits a
+        # -0.0 literal as +0.0, an add the compiler must then keep
+        s = tl.zeros([BLOCK], tl.float32) * -1.0
+        for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
+            s += first_pass(x_ptr, base, start, c, cols, ORDERED)
+        mean = tl.sum(s, 0) / cols
+        s2 = tl.zeros([BLOCK], tl.float32) * -1.0
+        for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
+            mask = start + c < cols
+            # not the first pass's load (evict_last): the compiler merges identical
+            # loads and would hold the row in registers across the mean's reduction
+            # (sm_90, bf16 16384 in 4096-tiles on 16 warps: 63 registers, not 40)
+            x = tl.load(x_ptr + base + start + c, mask=mask, other=0.0).to(tl.float32)
+            dev = tl.where(mask, x - mean, 0.0)
+            s2 += dev * dev
+        var = tl.sum(s2, 0) / cols
+    else:
+        s = tl.zeros([BLOCK], tl.float32)
+        s2 = tl.zeros([BLOCK], tl.float32)
+        for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
+            x = first_pass(x_ptr, base, start, c, cols, ORDERED)
+            s += x
+            s2 += x * x
+        mean = tl.sum(s, 0) / cols
+        var = tl.sum(s2, 0) / cols - mean * mean
+    rstd = tl.math.rsqrt(var + eps)
+    if WHOLE:   # the same formula element by element as the tile loop below: the same bits
+        x = tl.load(x_ptr + base + span, mask=span < cols, other=0.0, eviction_policy="evict_first")
+        y = (x.to(tl.float32) - mean) * rstd * g.to(tl.float32) + b.to(tl.float32)
+        tl.store(y_ptr + base + span, y.to(y_ptr.dtype.element_ty), mask=span < cols, cache_modifier=STORE)
+    else:
+        for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
+            mask = start + c < cols
+            x = tl.load(x_ptr + base + start + c, mask=mask, other=0.0,
+                        eviction_policy="evict_first").to(tl.float32)
+            g = tl.load(g_ptr + start + c, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            b = tl.load(b_ptr + start + c, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            y = (x - mean) * rstd * g + b
+            tl.store(y_ptr + base + start + c, y.to(y_ptr.dtype.element_ty), mask=mask, cache_modifier=STORE)
+
+
+@triton.jit
 def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.constexpr,
                VARIANT: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr,
                EVEN: tl.constexpr, GROUP: tl.constexpr, PREFETCH: tl.constexpr, EARLY: tl.constexpr,
@@ -131,76 +202,15 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
             for tile in range(pid, tl.cdiv(rows, ROWS), programs):
                 ahead = _on_chip_tile(x_ptr, g_ptr, b_ptr, y_ptr, ahead, tile, programs, rows, cols, eps, VARIANT,
                                       ROWS, BLOCK, EVEN, GROUP, PREFETCH, EARLY, RELOAD, LOAD, STORE, ORDERED, FOLD)
-        else:   # one program per tile: straight-line code (one_tile)
+        else:   # one program per tile: straight-line code (_triton_rows: one_tile)
             _on_chip_tile(x_ptr, g_ptr, b_ptr, y_ptr, ahead, pid, programs, rows, cols, eps, VARIANT, ROWS, BLOCK,
                           EVEN, GROUP, PREFETCH, EARLY, RELOAD, LOAD, STORE, ORDERED, FOLD)
     else:   # ROWS == 1: one row at a time, BLOCK-wide column tiles
-        c = tl.arange(0, BLOCK)
-        end = SPAN if SPAN else cols
-        UNROLL: tl.constexpr = SPAN // BLOCK if SPAN else 1   # a static trip count: unrolled in Triton's IR
-        WHOLE: tl.constexpr = (EARLY or ORDERED) and SPAN > 0   # the output pass holds the whole row
-        stop, stride = program_loop(pid, rows, programs, PERSISTENT)
-        for row in range(pid, stop, stride):
-            base = tl.cast(row, tl.int64) * cols
-            if WHOLE:   # g's and b's loads go out with x's first pass, not after the statistics
-                span = span_offsets(SPAN, BLOCK)
-                g = tl.load(g_ptr + span, mask=span < cols, other=0.0, volatile=ORDERED)
-                b = tl.load(b_ptr + span, mask=span < cols, other=0.0, volatile=ORDERED)
-            if VARIANT == 0:   # a running Welford update per lane, then the lanes merged
-                n = tl.zeros([BLOCK], tl.float32)
-                mean_l = tl.zeros([BLOCK], tl.float32)
-                m2_l = tl.zeros([BLOCK], tl.float32)
-                for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
-                    mask = start + c < cols
-                    x = first_pass(x_ptr, base, start, c, cols, ORDERED)
-                    n_new = n + mask.to(tl.float32)
-                    delta = tl.where(mask, x - mean_l, 0.0)
-                    mean_l += delta / tl.maximum(n_new, 1.0)
-                    m2_l += delta * tl.where(mask, x - mean_l, 0.0)
-                    n = n_new
-                mean, m2, total = tl.reduce((mean_l, m2_l, n), 0, _chan_merge)
-                var = m2 / cols
-            elif VARIANT == 1:
-                # accumulators start at -0.0, the exact identity of + (-0 + x is x for every x;
-                # +0 + -0 is +0), as row_sums' fold: written as a product, since Triton emits a
-                # -0.0 literal as +0.0, an add the compiler must then keep
-                s = tl.zeros([BLOCK], tl.float32) * -1.0
-                for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
-                    s += first_pass(x_ptr, base, start, c, cols, ORDERED)
-                mean = tl.sum(s, 0) / cols
-                s2 = tl.zeros([BLOCK], tl.float32) * -1.0
-                for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
-                    mask = start + c < cols
-                    # not the first pass's load (evict_last): the compiler merges identical
-                    # loads and would hold the row in registers across the mean's reduction
-                    # (sm_90, bf16 16384 in 4096-tiles on 16 warps: 63 registers, not 40)
-                    x = tl.load(x_ptr + base + start + c, mask=mask, other=0.0).to(tl.float32)
-                    dev = tl.where(mask, x - mean, 0.0)
-                    s2 += dev * dev
-                var = tl.sum(s2, 0) / cols
-            else:
-                s = tl.zeros([BLOCK], tl.float32)
-                s2 = tl.zeros([BLOCK], tl.float32)
-                for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
-                    x = first_pass(x_ptr, base, start, c, cols, ORDERED)
-                    s += x
-                    s2 += x * x
-                mean = tl.sum(s, 0) / cols
-                var = tl.sum(s2, 0) / cols - mean * mean
-            rstd = tl.math.rsqrt(var + eps)
-            if WHOLE:   # the same formula element by element as the tile loop below: the same bits
-                x = tl.load(x_ptr + base + span, mask=span < cols, other=0.0, eviction_policy="evict_first")
-                y = (x.to(tl.float32) - mean) * rstd * g.to(tl.float32) + b.to(tl.float32)
-                tl.store(y_ptr + base + span, y.to(y_ptr.dtype.element_ty), mask=span < cols, cache_modifier=STORE)
-            else:
-                for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
-                    mask = start + c < cols
-                    x = tl.load(x_ptr + base + start + c, mask=mask, other=0.0,
-                                eviction_policy="evict_first").to(tl.float32)
-                    g = tl.load(g_ptr + start + c, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-                    b = tl.load(b_ptr + start + c, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-                    y = (x - mean) * rstd * g + b
-                    tl.store(y_ptr + base + start + c, y.to(y_ptr.dtype.element_ty), mask=mask, cache_modifier=STORE)
+        if PERSISTENT:
+            for row in range(pid, rows, programs):
+                _looped_row(x_ptr, g_ptr, b_ptr, y_ptr, row, cols, eps, VARIANT, BLOCK, EARLY, SPAN, STORE, ORDERED)
+        else:
+            _looped_row(x_ptr, g_ptr, b_ptr, y_ptr, pid, cols, eps, VARIANT, BLOCK, EARLY, SPAN, STORE, ORDERED)
 
 
 VARIANTS = {"welford": 0, "two_pass": 1, "naive": 2}

@@ -17,9 +17,59 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks._triton_rows import (first_tile, load_columns_raw, load_tile, program_loop, span_offsets,
+from impls._frameworks._triton_rows import (first_tile, load_columns_raw, load_tile, span_offsets,
                                             store_tile, sum_of_squares, tile_input, tile_offsets)
 from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_choice, row_config, row_launcher
+
+
+@triton.jit
+def _rms_tile(x_ptr, g_ptr, y_ptr, ahead, tile, programs, rows, cols, eps, ROWS: tl.constexpr, BLOCK: tl.constexpr,
+              EVEN: tl.constexpr, PREFETCH: tl.constexpr, EARLY: tl.constexpr, LOAD: tl.constexpr,
+              STORE: tl.constexpr, ORDERED: tl.constexpr):
+    """One tile of ROWS on-chip rows, normalised and stored; returns what tile_input carries
+    to the next tile (PREFETCH)."""
+    if ORDERED:   # g, then x, both out at once (_triton_rows: ORDERED)
+        g = load_columns_raw(g_ptr, cols, BLOCK, EVEN, True)
+        offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
+        x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, LOAD, True)
+    else:
+        x, ahead = tile_input(x_ptr, ahead, tile, programs, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
+        if EARLY:
+            g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
+    inv_rms = tl.math.rsqrt(tl.sum(x * x, 1) / cols + eps)
+    if not (EARLY or ORDERED):
+        g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
+    # after the reduction (without ORDERED): the offsets' registers are not held across it
+    offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
+    store_tile(y_ptr, offs, ok, cols, x * inv_rms[:, None] * g.to(tl.float32), BLOCK, EVEN, STORE)
+    return ahead
+
+
+@triton.jit
+def _rms_row(x_ptr, g_ptr, y_ptr, row, cols, eps, BLOCK: tl.constexpr, EARLY: tl.constexpr, SPAN: tl.constexpr,
+             STORE: tl.constexpr, ORDERED: tl.constexpr):
+    """One row in BLOCK-wide column tiles: sum(x²), then x again (from L2) to normalise."""
+    c = tl.arange(0, BLOCK)
+    end = SPAN if SPAN else cols
+    UNROLL: tl.constexpr = SPAN // BLOCK if SPAN else 1   # a static trip count: unrolled in Triton's IR
+    WHOLE: tl.constexpr = (EARLY or ORDERED) and SPAN > 0   # the second pass holds the whole row
+    base = tl.cast(row, tl.int64) * cols
+    if WHOLE:   # g's loads go out with x's first pass, not after its reduction
+        span = span_offsets(SPAN, BLOCK)
+        g = tl.load(g_ptr + span, mask=span < cols, other=0.0, volatile=ORDERED)
+    inv_rms = tl.math.rsqrt(sum_of_squares(x_ptr, base, cols, BLOCK, SPAN, ORDERED) / cols + eps)
+    if WHOLE:
+        x = tl.load(x_ptr + base + span, mask=span < cols, other=0.0, eviction_policy="evict_first")
+        y = x.to(tl.float32) * inv_rms * g.to(tl.float32)
+        tl.store(y_ptr + base + span, y.to(y_ptr.dtype.element_ty), mask=span < cols, cache_modifier=STORE)
+    else:
+        for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
+            mask = start + c < cols
+            x = tl.load(x_ptr + base + start + c, mask=mask, other=0.0,
+                        eviction_policy="evict_first").to(tl.float32)
+            g = tl.load(g_ptr + start + c, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            y = (x * inv_rms * g).to(y_ptr.dtype.element_ty)
+            tl.store(y_ptr + base + start + c, y, mask=mask, cache_modifier=STORE)
 
 
 @triton.jit
@@ -38,46 +88,19 @@ def _rmsnorm(x_ptr, g_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.constexpr,
     pid = tl.program_id(0)
     if ON_CHIP:
         ahead = first_tile(x_ptr, pid, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
-        stop, stride = program_loop(pid, tl.cdiv(rows, ROWS), programs, PERSISTENT)
-        for tile in range(pid, stop, stride):
-            if ORDERED:   # g, then x, both out at once (_triton_rows: ORDERED)
-                g = load_columns_raw(g_ptr, cols, BLOCK, EVEN, True)
-                offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
-                x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, LOAD, True)
-            else:
-                x, ahead = tile_input(x_ptr, ahead, tile, programs, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
-                if EARLY:
-                    g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
-            inv_rms = tl.math.rsqrt(tl.sum(x * x, 1) / cols + eps)
-            if not (EARLY or ORDERED):
-                g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
-            # after the reduction (without ORDERED): the offsets' registers are not held across it
-            offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
-            store_tile(y_ptr, offs, ok, cols, x * inv_rms[:, None] * g.to(tl.float32), BLOCK, EVEN, STORE)
+        if PERSISTENT:
+            for tile in range(pid, tl.cdiv(rows, ROWS), programs):
+                ahead = _rms_tile(x_ptr, g_ptr, y_ptr, ahead, tile, programs, rows, cols, eps, ROWS, BLOCK, EVEN,
+                                  PREFETCH, EARLY, LOAD, STORE, ORDERED)
+        else:   # one program per tile: straight-line code (_triton_rows: one_tile)
+            _rms_tile(x_ptr, g_ptr, y_ptr, ahead, pid, programs, rows, cols, eps, ROWS, BLOCK, EVEN, PREFETCH, EARLY,
+                      LOAD, STORE, ORDERED)
     else:   # ROWS == 1: one row at a time, BLOCK-wide column tiles
-        c = tl.arange(0, BLOCK)
-        end = SPAN if SPAN else cols
-        UNROLL: tl.constexpr = SPAN // BLOCK if SPAN else 1   # a static trip count: unrolled in Triton's IR
-        WHOLE: tl.constexpr = (EARLY or ORDERED) and SPAN > 0   # the second pass holds the whole row
-        stop, stride = program_loop(pid, rows, programs, PERSISTENT)
-        for row in range(pid, stop, stride):
-            base = tl.cast(row, tl.int64) * cols
-            if WHOLE:   # g's loads go out with x's first pass, not after its reduction
-                span = span_offsets(SPAN, BLOCK)
-                g = tl.load(g_ptr + span, mask=span < cols, other=0.0, volatile=ORDERED)
-            inv_rms = tl.math.rsqrt(sum_of_squares(x_ptr, base, cols, BLOCK, SPAN, ORDERED) / cols + eps)
-            if WHOLE:
-                x = tl.load(x_ptr + base + span, mask=span < cols, other=0.0, eviction_policy="evict_first")
-                y = x.to(tl.float32) * inv_rms * g.to(tl.float32)
-                tl.store(y_ptr + base + span, y.to(y_ptr.dtype.element_ty), mask=span < cols, cache_modifier=STORE)
-            else:
-                for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):
-                    mask = start + c < cols
-                    x = tl.load(x_ptr + base + start + c, mask=mask, other=0.0,
-                                eviction_policy="evict_first").to(tl.float32)
-                    g = tl.load(g_ptr + start + c, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-                    y = (x * inv_rms * g).to(y_ptr.dtype.element_ty)
-                    tl.store(y_ptr + base + start + c, y, mask=mask, cache_modifier=STORE)
+        if PERSISTENT:
+            for row in range(pid, rows, programs):
+                _rms_row(x_ptr, g_ptr, y_ptr, row, cols, eps, BLOCK, EARLY, SPAN, STORE, ORDERED)
+        else:
+            _rms_row(x_ptr, g_ptr, y_ptr, pid, cols, eps, BLOCK, EARLY, SPAN, STORE, ORDERED)
 
 
 def rmsnorm_launcher(x, weight, eps, out):

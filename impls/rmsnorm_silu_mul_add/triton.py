@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks._triton_rows import (load_columns, load_tile, program_loop, span_offsets, store_tile,
+from impls._frameworks._triton_rows import (load_columns, load_tile, span_offsets, store_tile,
                                             sum_of_squares, tile_offsets)
 from impls._frameworks.triton import configured, launch_1d, row_block, row_choice, row_config, row_launcher
 from impls.rmsnorm.triton import rmsnorm_launcher
@@ -45,6 +45,65 @@ def _tail(x, inv_rms, g, u, r):
 
 
 @triton.jit
+def _fused_tile(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, tile, rows, cols, eps, ROWS: tl.constexpr, BLOCK: tl.constexpr,
+                EVEN: tl.constexpr, EARLY: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr,
+                ORDERED: tl.constexpr):
+    """One tile of ROWS on-chip rows through the whole chain, stored."""
+    offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
+    if ORDERED:   # g, u, r, then x: every load out before x's reduction (_triton_rows)
+        g = load_columns(g_ptr, cols, BLOCK, EVEN, True)
+        u = load_tile(u_ptr, offs, ok, cols, BLOCK, EVEN, LOAD, True)
+        r = load_tile(r_ptr, offs, ok, cols, BLOCK, EVEN, LOAD, True)
+        x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, LOAD, True)
+    else:
+        x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
+        u = load_tile(u_ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
+        r = load_tile(r_ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
+        if EARLY:
+            g = load_columns(g_ptr, cols, BLOCK, EVEN)
+    inv_rms = tl.math.rsqrt(tl.sum(x * x, 1) / cols + eps)
+    if not (EARLY or ORDERED):
+        g = load_columns(g_ptr, cols, BLOCK, EVEN)
+    store_tile(y_ptr, offs, ok, cols, _tail(x, inv_rms[:, None], g, u, r), BLOCK, EVEN, STORE)
+
+
+@triton.jit
+def _fused_row(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, row, cols, eps, BLOCK: tl.constexpr, EARLY: tl.constexpr,
+               SPAN: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr, ORDERED: tl.constexpr):
+    """One row in BLOCK-wide column tiles: sum(x²), then x again (from L2) with g, u and r."""
+    c = tl.arange(0, BLOCK)
+    end = SPAN if SPAN else cols
+    UNROLL: tl.constexpr = SPAN // BLOCK if SPAN else 1   # a static trip count: unrolled in Triton's IR
+    WHOLE: tl.constexpr = (EARLY or ORDERED) and SPAN > 0   # the second pass holds the whole row
+    base = tl.cast(row, tl.int64) * cols
+    if WHOLE:   # g, u and r in flight with x's first pass
+        span = span_offsets(SPAN, BLOCK)
+        m = span < cols
+        g = tl.load(g_ptr + span, mask=m, other=0.0, volatile=ORDERED)
+        u = tl.load(u_ptr + base + span, mask=m, other=0.0, eviction_policy="" if ORDERED else LOAD,
+                    volatile=ORDERED)
+        r = tl.load(r_ptr + base + span, mask=m, other=0.0, eviction_policy="" if ORDERED else LOAD,
+                    volatile=ORDERED)
+    inv_rms = tl.math.rsqrt(sum_of_squares(x_ptr, base, cols, BLOCK, SPAN, ORDERED) / cols + eps)
+    if WHOLE:
+        x = tl.load(x_ptr + base + span, mask=m, other=0.0, eviction_policy="evict_first").to(tl.float32)
+        y = _tail(x, inv_rms, g.to(tl.float32), u, r)
+        tl.store(y_ptr + base + span, y.to(y_ptr.dtype.element_ty), mask=m, cache_modifier=STORE)
+    else:
+        for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):   # x again, from L2
+            m = start + c < cols
+            x = tl.load(x_ptr + base + start + c, mask=m, other=0.0,
+                        eviction_policy="evict_first").to(tl.float32)
+            g = tl.load(g_ptr + start + c, mask=m, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            # u and r are read once: with streaming hints (LOAD) they need not
+            # displace the rows x keeps in L2 for this pass
+            u = tl.load(u_ptr + base + start + c, mask=m, other=0.0, eviction_policy=LOAD).to(tl.float32)
+            r = tl.load(r_ptr + base + start + c, mask=m, other=0.0, eviction_policy=LOAD).to(tl.float32)
+            y = _tail(x, inv_rms, g, u, r).to(y_ptr.dtype.element_ty)
+            tl.store(y_ptr + base + start + c, y, mask=m, cache_modifier=STORE)
+
+
+@triton.jit
 def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.constexpr,
            ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr, EVEN: tl.constexpr,
            EARLY: tl.constexpr, SPAN: tl.constexpr, PERSISTENT: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr,
@@ -59,57 +118,19 @@ def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs, COLS: t
     cols = COLS if COLS else cols   # a masked row: its length at compile time (static_cols)
     pid = tl.program_id(0)
     if ON_CHIP:   # tiles of ROWS rows, as the Triton rmsnorm
-        stop, stride = program_loop(pid, tl.cdiv(rows, ROWS), programs, PERSISTENT)
-        for tile in range(pid, stop, stride):
-            offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
-            if ORDERED:   # g, u, r, then x: every load out before x's reduction (_triton_rows)
-                g = load_columns(g_ptr, cols, BLOCK, EVEN, True)
-                u = load_tile(u_ptr, offs, ok, cols, BLOCK, EVEN, LOAD, True)
-                r = load_tile(r_ptr, offs, ok, cols, BLOCK, EVEN, LOAD, True)
-                x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, LOAD, True)
-            else:
-                x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
-                u = load_tile(u_ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
-                r = load_tile(r_ptr, offs, ok, cols, BLOCK, EVEN, LOAD)
-                if EARLY:
-                    g = load_columns(g_ptr, cols, BLOCK, EVEN)
-            inv_rms = tl.math.rsqrt(tl.sum(x * x, 1) / cols + eps)
-            if not (EARLY or ORDERED):
-                g = load_columns(g_ptr, cols, BLOCK, EVEN)
-            store_tile(y_ptr, offs, ok, cols, _tail(x, inv_rms[:, None], g, u, r), BLOCK, EVEN, STORE)
+        if PERSISTENT:
+            for tile in range(pid, tl.cdiv(rows, ROWS), programs):
+                _fused_tile(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, tile, rows, cols, eps, ROWS, BLOCK, EVEN, EARLY, LOAD,
+                            STORE, ORDERED)
+        else:   # one program per tile: straight-line code (_triton_rows: one_tile)
+            _fused_tile(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, pid, rows, cols, eps, ROWS, BLOCK, EVEN, EARLY, LOAD, STORE,
+                        ORDERED)
     else:   # ROWS == 1: one row at a time, BLOCK-wide column tiles
-        c = tl.arange(0, BLOCK)
-        end = SPAN if SPAN else cols
-        UNROLL: tl.constexpr = SPAN // BLOCK if SPAN else 1   # a static trip count: unrolled in Triton's IR
-        WHOLE: tl.constexpr = (EARLY or ORDERED) and SPAN > 0   # the second pass holds the whole row
-        stop, stride = program_loop(pid, rows, programs, PERSISTENT)
-        for row in range(pid, stop, stride):
-            base = tl.cast(row, tl.int64) * cols
-            if WHOLE:   # g, u and r in flight with x's first pass
-                span = span_offsets(SPAN, BLOCK)
-                m = span < cols
-                g = tl.load(g_ptr + span, mask=m, other=0.0, volatile=ORDERED)
-                u = tl.load(u_ptr + base + span, mask=m, other=0.0, eviction_policy="" if ORDERED else LOAD,
-                            volatile=ORDERED)
-                r = tl.load(r_ptr + base + span, mask=m, other=0.0, eviction_policy="" if ORDERED else LOAD,
-                            volatile=ORDERED)
-            inv_rms = tl.math.rsqrt(sum_of_squares(x_ptr, base, cols, BLOCK, SPAN, ORDERED) / cols + eps)
-            if WHOLE:
-                x = tl.load(x_ptr + base + span, mask=m, other=0.0, eviction_policy="evict_first").to(tl.float32)
-                y = _tail(x, inv_rms, g.to(tl.float32), u, r)
-                tl.store(y_ptr + base + span, y.to(y_ptr.dtype.element_ty), mask=m, cache_modifier=STORE)
-            else:
-                for start in tl.range(0, end, BLOCK, loop_unroll_factor=UNROLL):   # x again, from L2
-                    m = start + c < cols
-                    x = tl.load(x_ptr + base + start + c, mask=m, other=0.0,
-                                eviction_policy="evict_first").to(tl.float32)
-                    g = tl.load(g_ptr + start + c, mask=m, other=0.0, eviction_policy="evict_last").to(tl.float32)
-                    # u and r are read once: with streaming hints (LOAD) they need not
-                    # displace the rows x keeps in L2 for this pass
-                    u = tl.load(u_ptr + base + start + c, mask=m, other=0.0, eviction_policy=LOAD).to(tl.float32)
-                    r = tl.load(r_ptr + base + start + c, mask=m, other=0.0, eviction_policy=LOAD).to(tl.float32)
-                    y = _tail(x, inv_rms, g, u, r).to(y_ptr.dtype.element_ty)
-                    tl.store(y_ptr + base + start + c, y, mask=m, cache_modifier=STORE)
+        if PERSISTENT:
+            for row in range(pid, rows, programs):
+                _fused_row(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, row, cols, eps, BLOCK, EARLY, SPAN, LOAD, STORE, ORDERED)
+        else:
+            _fused_row(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, pid, cols, eps, BLOCK, EARLY, SPAN, LOAD, STORE, ORDERED)
 
 
 @triton.jit

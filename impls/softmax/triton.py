@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks._triton_rows import load_row, program_loop, store_row
+from impls._frameworks._triton_rows import load_row, store_row
 from impls._frameworks.triton import configured, row_block, row_choice, row_launcher, row_tile
 
 _NEG_INF = tl.constexpr(float("-inf"))
@@ -37,6 +37,52 @@ def _online_combine(m0, d0, m1, d1):
 
 
 @triton.jit
+def _softmax_row(x_ptr, y_ptr, row, cols, VARIANT: tl.constexpr, BLOCK: tl.constexpr, EVEN: tl.constexpr,
+                 LOAD: tl.constexpr, STORE: tl.constexpr):
+    """One row's softmax, by VARIANT (see _softmax)."""
+    c = tl.arange(0, BLOCK)
+    base = tl.cast(row, tl.int64) * cols
+    if VARIANT == 0:
+        x = load_row(x_ptr, base, c, cols, float("-inf"), EVEN, LOAD)
+        numerator = tl.exp(x - tl.max(x, 0))
+        if not EVEN:   # 0 past the row, known at compile time: no exp, add or store for the padding
+            numerator = tl.where(c < cols, numerator, 0.0)
+        store_row(y_ptr, base, c, cols, numerator * (1.0 / tl.sum(numerator, 0)), EVEN, STORE)
+    else:
+        if VARIANT == 1:   # online: one pass for (max, sum)
+            m = tl.full([BLOCK], float("-inf"), tl.float32)
+            d = tl.zeros([BLOCK], tl.float32)
+            for start in range(0, cols, BLOCK):
+                x = tl.load(x_ptr + base + start + c, mask=start + c < cols,
+                            other=float("-inf")).to(tl.float32)
+                m_new = tl.maximum(m, x)
+                rescale = tl.where(m_new == _NEG_INF, 0.0, tl.exp(m - m_new))
+                p = tl.where(m_new == _NEG_INF, 0.0, tl.exp(x - m_new))
+                d = d * rescale + p
+                m = m_new
+            row_max, row_sum = tl.reduce((m, d), 0, _online_combine)
+        else:              # three-pass: max, then sum
+            m = tl.full([BLOCK], float("-inf"), tl.float32)
+            for start in range(0, cols, BLOCK):
+                x = tl.load(x_ptr + base + start + c, mask=start + c < cols,
+                            other=float("-inf")).to(tl.float32)
+                m = tl.maximum(m, x)
+            row_max = tl.max(m, 0)
+            d = tl.zeros([BLOCK], tl.float32)
+            for start in range(0, cols, BLOCK):
+                x = tl.load(x_ptr + base + start + c, mask=start + c < cols,
+                            other=float("-inf")).to(tl.float32)
+                d += tl.exp(x - row_max)
+            row_sum = tl.sum(d, 0)
+        inv_sum = 1.0 / row_sum
+        for start in range(0, cols, BLOCK):
+            mask = start + c < cols
+            x = tl.load(x_ptr + base + start + c, mask=mask, other=float("-inf")).to(tl.float32)
+            y = tl.exp(x - row_max) * inv_sum
+            tl.store(y_ptr + base + start + c, y.to(y_ptr.dtype.element_ty), mask=mask, cache_modifier=STORE)
+
+
+@triton.jit
 def _softmax(x_ptr, y_ptr, rows, cols, programs, COLS: tl.constexpr,
              VARIANT: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, EVEN: tl.constexpr,
              PERSISTENT: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr):
@@ -45,48 +91,11 @@ def _softmax(x_ptr, y_ptr, rows, cols, programs, COLS: tl.constexpr,
     cols = COLS if COLS else cols   # a masked row: its length at compile time (static_cols)
     tl.static_assert(ROWS == 1)
     pid = tl.program_id(0)
-    c = tl.arange(0, BLOCK)
-    stop, stride = program_loop(pid, rows, programs, PERSISTENT)
-    for row in range(pid, stop, stride):
-        base = tl.cast(row, tl.int64) * cols
-        if VARIANT == 0:
-            x = load_row(x_ptr, base, c, cols, float("-inf"), EVEN, LOAD)
-            numerator = tl.exp(x - tl.max(x, 0))
-            if not EVEN:   # 0 past the row, known at compile time: no exp, add or store for the padding
-                numerator = tl.where(c < cols, numerator, 0.0)
-            store_row(y_ptr, base, c, cols, numerator * (1.0 / tl.sum(numerator, 0)), EVEN, STORE)
-        else:
-            if VARIANT == 1:   # online: one pass for (max, sum)
-                m = tl.full([BLOCK], float("-inf"), tl.float32)
-                d = tl.zeros([BLOCK], tl.float32)
-                for start in range(0, cols, BLOCK):
-                    x = tl.load(x_ptr + base + start + c, mask=start + c < cols,
-                                other=float("-inf")).to(tl.float32)
-                    m_new = tl.maximum(m, x)
-                    rescale = tl.where(m_new == _NEG_INF, 0.0, tl.exp(m - m_new))
-                    p = tl.where(m_new == _NEG_INF, 0.0, tl.exp(x - m_new))
-                    d = d * rescale + p
-                    m = m_new
-                row_max, row_sum = tl.reduce((m, d), 0, _online_combine)
-            else:              # three-pass: max, then sum
-                m = tl.full([BLOCK], float("-inf"), tl.float32)
-                for start in range(0, cols, BLOCK):
-                    x = tl.load(x_ptr + base + start + c, mask=start + c < cols,
-                                other=float("-inf")).to(tl.float32)
-                    m = tl.maximum(m, x)
-                row_max = tl.max(m, 0)
-                d = tl.zeros([BLOCK], tl.float32)
-                for start in range(0, cols, BLOCK):
-                    x = tl.load(x_ptr + base + start + c, mask=start + c < cols,
-                                other=float("-inf")).to(tl.float32)
-                    d += tl.exp(x - row_max)
-                row_sum = tl.sum(d, 0)
-            inv_sum = 1.0 / row_sum
-            for start in range(0, cols, BLOCK):
-                mask = start + c < cols
-                x = tl.load(x_ptr + base + start + c, mask=mask, other=float("-inf")).to(tl.float32)
-                y = tl.exp(x - row_max) * inv_sum
-                tl.store(y_ptr + base + start + c, y.to(y_ptr.dtype.element_ty), mask=mask, cache_modifier=STORE)
+    if PERSISTENT:
+        for row in range(pid, rows, programs):
+            _softmax_row(x_ptr, y_ptr, row, cols, VARIANT, BLOCK, EVEN, LOAD, STORE)
+    else:   # one program per row: straight-line code (_triton_rows: one_tile)
+        _softmax_row(x_ptr, y_ptr, pid, cols, VARIANT, BLOCK, EVEN, LOAD, STORE)
 
 
 VARIANTS = {"on_chip": 0, "online": 1, "three_pass": 2}
