@@ -43,6 +43,7 @@ def compile_sm90(fn, signature, constexprs, num_warps, aligned):
     # reduction under way, so its input has arrived)
     first_sync = next((i for i, op in enumerate(opcodes) if op in ("SHFL", "BAR")), len(opcodes))
     ops["sass:LDG_before_sync"] = opcodes[:first_sync].count("LDG")
+    ops["sass:LDG_predicated"] = len(re.findall(r"/\*[0-9a-f]{4}\*/\s+@!?P\w+\s+LDG", sass))
     return ops, local
 
 
@@ -172,7 +173,8 @@ def report() -> dict:
         try:
             ops, local = compile_sm90(fn, sig, const, warps, aligned)
             out[name] = {"ops": dict(ops), "local": local, "vector": vector, "kernel": fn.__name__,
-                         "cache_key": fn.cache_key}   # what the tuning cache keys a kernel's source by
+                         "cache_key": fn.cache_key,   # what the tuning cache keys a kernel's source by
+                         "rows": const.get("ROWS"), "even": const.get("EVEN")}
         except Exception as e:  # noqa: BLE001 - reported, and failed by the test
             out[name] = {"error": f"{type(e).__name__}: {e}", "kernel": fn.__name__}
     return out

@@ -86,6 +86,19 @@ def test_one_program_per_tile_has_no_barrier_for_a_loop(report):
             if report[name]["ops"].get("sass:BAR", 0) != ops["sass:BAR"] - 1} == {}
 
 
+def test_one_program_per_row_loads_unpredicated(report):
+    """A grid of one program per row has no row past the end (tile_offsets: FULL): a row
+    that fills its block is loaded with no predicate (the compiler cannot know that the
+    program id is below ``rows``: it kept the compare and predicated every load before
+    FULL). A tile of several rows may run past the last row: its row mask stays. (In the
+    persistent loop without PREFETCH the loop bound proves the mask, FULL or not.)"""
+    tiles = {name: r for name, r in report.items() if name.endswith(":tile") and r["even"] and "error" not in r}
+    one_row = {name: r["ops"]["sass:LDG_predicated"] for name, r in tiles.items() if r["rows"] == 1}
+    assert len(one_row) >= 8 and set(one_row.values()) == {0}, one_row
+    several = {name: r["ops"]["sass:LDG_predicated"] for name, r in tiles.items() if r["rows"] > 1}
+    assert len(several) >= 4 and all(several.values()), several
+
+
 def test_every_kernel_has_a_source_hash_for_the_tuning_cache(report):
     """The tuning cache keys a choice by the kernel's source with its callees (Triton's
     cache_key), which exists only off the interpreter: read in the report's process."""

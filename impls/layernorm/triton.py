@@ -57,17 +57,17 @@ def _welford_groups(x3, m3, cols, GROUP: tl.constexpr, EVEN: tl.constexpr):
 def _on_chip_tile(x_ptr, g_ptr, b_ptr, y_ptr, ahead, tile, programs, rows, cols, eps, VARIANT: tl.constexpr,
                   ROWS: tl.constexpr, BLOCK: tl.constexpr, EVEN: tl.constexpr, GROUP: tl.constexpr,
                   PREFETCH: tl.constexpr, EARLY: tl.constexpr, RELOAD: tl.constexpr, LOAD: tl.constexpr,
-                  STORE: tl.constexpr, ORDERED: tl.constexpr, FOLD: tl.constexpr):
+                  STORE: tl.constexpr, ORDERED: tl.constexpr, FOLD: tl.constexpr, FULL: tl.constexpr):
     """One tile of ROWS on-chip rows, normalised and stored; returns what tile_input carries
-    to the next tile (PREFETCH)."""
+    to the next tile (PREFETCH). FULL: every row of the tile exists (tile_offsets)."""
     if ORDERED:   # g, b, then x, every load out at once (_triton_rows: ORDERED)
         g = load_columns_raw(g_ptr, cols, BLOCK, EVEN, True)
         b = load_columns_raw(b_ptr, cols, BLOCK, EVEN, True)
-        offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
+        offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK, FULL)
         x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, LOAD, True)
     else:   # (the offsets after x's loads are issued, as before ORDERED: the same code)
-        x, ahead = tile_input(x_ptr, ahead, tile, programs, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
-        offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
+        x, ahead = tile_input(x_ptr, ahead, tile, programs, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH, FULL)
+        offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK, FULL)
         if EARLY:
             g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
             b = load_columns_raw(b_ptr, cols, BLOCK, EVEN)
@@ -201,10 +201,11 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
         if PERSISTENT:
             for tile in range(pid, tl.cdiv(rows, ROWS), programs):
                 ahead = _on_chip_tile(x_ptr, g_ptr, b_ptr, y_ptr, ahead, tile, programs, rows, cols, eps, VARIANT,
-                                      ROWS, BLOCK, EVEN, GROUP, PREFETCH, EARLY, RELOAD, LOAD, STORE, ORDERED, FOLD)
+                                      ROWS, BLOCK, EVEN, GROUP, PREFETCH, EARLY, RELOAD, LOAD, STORE, ORDERED, FOLD,
+                                      False)
         else:   # one program per tile: straight-line code (_triton_rows: one_tile)
             _on_chip_tile(x_ptr, g_ptr, b_ptr, y_ptr, ahead, pid, programs, rows, cols, eps, VARIANT, ROWS, BLOCK,
-                          EVEN, GROUP, PREFETCH, EARLY, RELOAD, LOAD, STORE, ORDERED, FOLD)
+                          EVEN, GROUP, PREFETCH, EARLY, RELOAD, LOAD, STORE, ORDERED, FOLD, ROWS == 1)
     else:   # ROWS == 1: one row at a time, BLOCK-wide column tiles
         if PERSISTENT:
             for row in range(pid, rows, programs):

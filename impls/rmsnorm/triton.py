@@ -25,22 +25,22 @@ from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_cho
 @triton.jit
 def _rms_tile(x_ptr, g_ptr, y_ptr, ahead, tile, programs, rows, cols, eps, ROWS: tl.constexpr, BLOCK: tl.constexpr,
               EVEN: tl.constexpr, PREFETCH: tl.constexpr, EARLY: tl.constexpr, LOAD: tl.constexpr,
-              STORE: tl.constexpr, ORDERED: tl.constexpr):
+              STORE: tl.constexpr, ORDERED: tl.constexpr, FULL: tl.constexpr):
     """One tile of ROWS on-chip rows, normalised and stored; returns what tile_input carries
-    to the next tile (PREFETCH)."""
+    to the next tile (PREFETCH). FULL: every row of the tile exists (tile_offsets)."""
     if ORDERED:   # g, then x, both out at once (_triton_rows: ORDERED)
         g = load_columns_raw(g_ptr, cols, BLOCK, EVEN, True)
-        offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
+        offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK, FULL)
         x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, LOAD, True)
     else:
-        x, ahead = tile_input(x_ptr, ahead, tile, programs, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH)
+        x, ahead = tile_input(x_ptr, ahead, tile, programs, rows, cols, ROWS, BLOCK, EVEN, LOAD, PREFETCH, FULL)
         if EARLY:
             g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
     inv_rms = tl.math.rsqrt(tl.sum(x * x, 1) / cols + eps)
     if not (EARLY or ORDERED):
         g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
     # after the reduction (without ORDERED): the offsets' registers are not held across it
-    offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
+    offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK, FULL)
     store_tile(y_ptr, offs, ok, cols, x * inv_rms[:, None] * g.to(tl.float32), BLOCK, EVEN, STORE)
     return ahead
 
@@ -91,10 +91,10 @@ def _rmsnorm(x_ptr, g_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.constexpr,
         if PERSISTENT:
             for tile in range(pid, tl.cdiv(rows, ROWS), programs):
                 ahead = _rms_tile(x_ptr, g_ptr, y_ptr, ahead, tile, programs, rows, cols, eps, ROWS, BLOCK, EVEN,
-                                  PREFETCH, EARLY, LOAD, STORE, ORDERED)
+                                  PREFETCH, EARLY, LOAD, STORE, ORDERED, False)
         else:   # one program per tile: straight-line code (_triton_rows: one_tile)
             _rms_tile(x_ptr, g_ptr, y_ptr, ahead, pid, programs, rows, cols, eps, ROWS, BLOCK, EVEN, PREFETCH, EARLY,
-                      LOAD, STORE, ORDERED)
+                      LOAD, STORE, ORDERED, ROWS == 1)
     else:   # ROWS == 1: one row at a time, BLOCK-wide column tiles
         if PERSISTENT:
             for row in range(pid, rows, programs):

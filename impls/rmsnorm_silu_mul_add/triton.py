@@ -47,9 +47,10 @@ def _tail(x, inv_rms, g, u, r):
 @triton.jit
 def _fused_tile(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, tile, rows, cols, eps, ROWS: tl.constexpr, BLOCK: tl.constexpr,
                 EVEN: tl.constexpr, EARLY: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr,
-                ORDERED: tl.constexpr):
-    """One tile of ROWS on-chip rows through the whole chain, stored."""
-    offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK)
+                ORDERED: tl.constexpr, FULL: tl.constexpr):
+    """One tile of ROWS on-chip rows through the whole chain, stored. FULL: every row of the
+    tile exists (tile_offsets)."""
+    offs, ok = tile_offsets(tile, rows, cols, ROWS, BLOCK, FULL)
     if ORDERED:   # g, u, r, then x: every load out before x's reduction (_triton_rows)
         g = load_columns(g_ptr, cols, BLOCK, EVEN, True)
         u = load_tile(u_ptr, offs, ok, cols, BLOCK, EVEN, LOAD, True)
@@ -121,10 +122,10 @@ def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs, COLS: t
         if PERSISTENT:
             for tile in range(pid, tl.cdiv(rows, ROWS), programs):
                 _fused_tile(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, tile, rows, cols, eps, ROWS, BLOCK, EVEN, EARLY, LOAD,
-                            STORE, ORDERED)
+                            STORE, ORDERED, False)
         else:   # one program per tile: straight-line code (_triton_rows: one_tile)
             _fused_tile(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, pid, rows, cols, eps, ROWS, BLOCK, EVEN, EARLY, LOAD, STORE,
-                        ORDERED)
+                        ORDERED, ROWS == 1)
     else:   # ROWS == 1: one row at a time, BLOCK-wide column tiles
         if PERSISTENT:
             for row in range(pid, rows, programs):
