@@ -422,8 +422,9 @@ def static_cols(cols: int, block: int) -> int:
 # own layout (sm_90: 10 more shuffles, no more shared memory; the digests agreed, r43, r58).
 # The 4096-row batch still ran it slower than one row on 16 warps: 33.54 against 33.12 us
 # (r43), 33.54 with g, b early against 33.22 (r58); under the sweep's budget 33.77-33.90
-# against 33.75-33.95, Liger's kernel 33.53-33.66 (r59 probe). The 8-warp row's 32.5 us of
-# the short-budget probe (r35, r37, r54) does not hold under the sweep's one-second budget.
+# against 33.75-33.95, Liger's kernel 33.53-33.66 (r59 probe). The 8-warp row's 32.5 us in
+# some probes (r35, r37, r54) did not hold in others (34.1-34.8, r51, r60); not the timing
+# budget, which r60 ruled out: the runs differed.
 ROW_FOLD = min(b for b, _ in LOOPED_SHAPES)
 
 
