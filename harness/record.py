@@ -47,6 +47,13 @@ class Record:
     pct_roof: float | None = None
     peak_gbps: float | None = None   # datasheet
     pct_peak: float | None = None
+    # sustained (large cases): launches back to back, each charged the L2 write-back the one
+    # before it left, against the roof's kernels timed the same way (harness.timing)
+    sustained_us: float | None = None
+    sustained_note: str = ""
+    sustained_gbps: float | None = None
+    sustained_roof_gbps: float | None = None
+    pct_roof_sustained: float | None = None
     # correctness
     passed: bool | None = None
     max_abs_err: float | None = None

@@ -187,6 +187,7 @@ class Runner:
         rec.graph_us, rec.graph_note = t.graph_us, t.graph_note
         rec.late_samples, rec.spin_us = t.late_samples, t.spin_us
         rec.median_lo_us, rec.median_hi_us = t.median_lo_us, t.median_hi_us
+        rec.sustained_us, rec.sustained_note = t.sustained_us, t.sustained_note
         if interpreted:
             rec.graph_note = "interpreter: wall-clock time of the interpreter, no bandwidth claimed"
             return
@@ -199,6 +200,12 @@ class Runner:
                 rec.pct_roof = 100 * rec.gbps / rec.roof_gbps
         else:
             rec.roof_source = self.roof_error
+        if rec.sustained_us:
+            rec.sustained_gbps = rec.bytes / (rec.sustained_us * 1e-6) / 1e9
+            if self.roof is not None:
+                rec.sustained_roof_gbps, _ = self.roof.for_mix(rec.bytes_read, rec.bytes_written, sustained=True)
+            if rec.sustained_roof_gbps:
+                rec.pct_roof_sustained = 100 * rec.sustained_gbps / rec.sustained_roof_gbps
         if self.peak and rec.gbps is not None and self.device.type == "cuda":
             rec.peak_gbps = self.peak
             rec.pct_peak = 100 * rec.gbps / self.peak

@@ -18,6 +18,17 @@ the per-case time budget or the sample cap is reached. The median comes with a 9
 interval (``median_lo_us``..``median_hi_us``) for the run's own sampling noise. Small
 cases are also timed as a CUDA graph of back-to-back launches (warm L2, no launch gaps):
 ``graph_us`` per launch.
+
+A sample ends when the kernel's last instruction does, while L2 may still hold dirty lines
+of its output that reach memory only later (ncu on the H200, r67: ~26 MB of a 64 MiB
+output, for our LayerNorm and Liger's alike): that write-back is charged to nobody, and a
+case of ~100 MiB reads a few % faster than the memory can stream it. So a case moving at
+least ``sustained_above_l2`` times the L2's size is also timed SUSTAINED: each sample is a
+spin, then ``sustained_launches`` launches back to back with no flush, each paying the
+write-back the one before it left (the first pays the previous sample's), on data far
+larger than L2, so that nothing is read warm. ``sustained_us`` is a sample's time over its
+launch count, median over ``sustained_samples`` samples: what a stream of such launches
+sustains. The roof is timed the same way (roofline), and each record has both.
 """
 from __future__ import annotations
 
@@ -38,6 +49,9 @@ class TimingBudget:
     target_spread: float = 0.02
     graph_below_bytes: int = 16 << 20
     graph_launches: int = 50
+    sustained_above_l2: float = 0.0   # 0: never timed sustained (the sweeps' configs set 2)
+    sustained_launches: int = 8
+    sustained_samples: int = 10
 
 
 @dataclass
@@ -54,6 +68,8 @@ class Timing:
     spin_us: float | None = None  # the GPU's lead per sample, at the end
     median_lo_us: float | None = None   # the median's 95% interval (median_interval)
     median_hi_us: float | None = None
+    sustained_us: float | None = None   # per launch, launches back to back (write-back charged)
+    sustained_note: str = ""
 
 
 def _quantile(sorted_xs: list[float], q: float) -> float:
@@ -108,6 +124,7 @@ class CudaTimer:
     def __init__(self, device: torch.device):
         self.device = device
         l2 = torch.cuda.get_device_properties(device).L2_cache_size
+        self.l2_bytes = l2
         self.flush_buf = torch.ones(max(2 * l2, 32 << 20) // 4, dtype=torch.float32, device=device)
         self.flush_out = torch.empty((), dtype=torch.float32, device=device)
         self._cycles_per_us: float | None = None
@@ -156,18 +173,36 @@ class CudaTimer:
             launch()
             torch.cuda.synchronize(self.device)
         spin_us = min(self.MAX_SPIN_US, max(self.MIN_SPIN_US, self.LEAD * self.host_us(launch)))
+        started = time.perf_counter()
+        samples, late, spin_us = self._samples(lambda start, end: self._queue(launch, start, end), spin_us,
+                                               lambda xs: _done(xs, budget, started))
+        # A launcher that synchronises (waits for its kernel) finishes every spin before it
+        # returns: all its samples are late; they are what there is, and the count says so.
+        timing = summarize(samples if len(samples) >= budget.min_samples else samples + late, "cuda_events")
+        timing.late_samples, timing.spin_us = len(late), spin_us
+        if nbytes < budget.graph_below_bytes:
+            timing.graph_us, timing.graph_note = self._graph(launch, budget.graph_launches)
+        if budget.sustained_above_l2 and nbytes >= budget.sustained_above_l2 * self.l2_bytes:
+            timing.sustained_us, timing.sustained_note = self._sustained(launch, budget, spin_us)
+        return timing
+
+    def _samples(self, queue, spin_us: float, enough) -> tuple[list[float], list[float], float]:
+        """Samples of ``queue(start, end)`` (which records the two events around what it
+        times), each behind a spin of ``spin_us`` on the GPU, in batches until
+        ``enough(samples)``: (samples, late samples, the spin at the end). A sample whose
+        spin the GPU finished before the host had queued it is late: it may hold host
+        time; it is kept apart and the spin doubled."""
         samples: list[float] = []
         late: list[float] = []
-        started = time.perf_counter()
         batch = 5
-        while not _done(samples, budget, started):
+        while not enough(samples):
             events = [tuple(torch.cuda.Event(enable_timing=True) for _ in range(3)) for _ in range(batch)]
             spun_before_queued = []
             cycles = int(spin_us * self.cycles_per_us())
             for spun, start, end in events:
                 torch.cuda._sleep(cycles)
                 spun.record()
-                self._queue(launch, start, end)
+                queue(start, end)
                 spun_before_queued.append(spun.query())   # the GPU may be waiting on us
             torch.cuda.synchronize(self.device)
             for (_, start, end), was_late in zip(events, spun_before_queued):
@@ -175,13 +210,28 @@ class CudaTimer:
             if any(spun_before_queued):
                 spin_us = min(self.MAX_SPIN_US, 2 * spin_us)
             batch = min(batch * 2, 100)
-        # A launcher that synchronises (waits for its kernel) finishes every spin before it
-        # returns: all its samples are late; they are what there is, and the count says so.
-        timing = summarize(samples if len(samples) >= budget.min_samples else samples + late, "cuda_events")
-        timing.late_samples, timing.spin_us = len(late), spin_us
-        if nbytes < budget.graph_below_bytes:
-            timing.graph_us, timing.graph_note = self._graph(launch, budget.graph_launches)
-        return timing
+        return samples, late, spin_us
+
+    def _sustained(self, launch, budget: TimingBudget, spin_us: float) -> tuple[float | None, str]:
+        """Per-launch time of ``budget.sustained_launches`` launches back to back, no flush
+        between them (the module's docstring): the median over ``budget.sustained_samples``
+        samples, each behind a spin that covers the host's queueing of all its launches."""
+        k, n = max(1, budget.sustained_launches), max(1, budget.sustained_samples)
+
+        def queue(start, end):
+            start.record()
+            for _ in range(k):
+                launch()
+            end.record()
+        lead = min(self.MAX_SPIN_US, spin_us * k)
+        started = time.perf_counter()   # a launcher that synchronises never gives a sample in time
+        samples, late, _ = self._samples(queue, lead, lambda xs: len(xs) >= n
+                                         or time.perf_counter() - started >= budget.max_seconds)
+        if len(samples) < n:
+            return None, (f"not timed: the host could not queue {k} launches within a {self.MAX_SPIN_US:.0f} us "
+                          f"spin ({len(late)} late samples)")
+        return statistics.median(samples) / k, (f"{k} launches back to back per sample, no flush: each pays "
+                                                 f"the L2 write-back of the one before; median of {len(samples)}")
 
     def _graph(self, launch, n: int) -> tuple[float | None, str]:
         """Per-launch time of ``n`` back-to-back launches replayed as one CUDA graph."""

@@ -1,4 +1,6 @@
 """Timing statistics, the roof's read/write interpolation, the datasheet and the roof cache."""
+import dataclasses
+import json
 import time
 
 import pytest
@@ -87,3 +89,58 @@ def test_roof_is_measured_then_cached(tmp_path, monkeypatch):
     assert again.source == "cache" and again.copy_gbps == first.copy_gbps
     fresh = roofline.get(dev, timer, prov, 1 << 20, 0, True, budget)   # max_age 0: stale
     assert fresh.source == "measured"
+
+
+def sustained_roof():
+    return roofline.Roof("GPU", "k", copy_gbps=4000, read_gbps=4400, write_gbps=3600, measured_bytes=1,
+                         measured_at=0, timer="cuda_events", copy_sustained_gbps=3800,
+                         read_sustained_gbps=4300, write_sustained_gbps=3300)
+
+
+def test_the_sustained_roof_follows_the_mix_from_its_own_timings():
+    r = sustained_roof()
+    assert r.for_mix(100, 100, sustained=True) == (pytest.approx(3800), "copy")
+    assert r.for_mix(100, 0, sustained=True) == (pytest.approx(4300), "read")
+    assert r.for_mix(0, 100, sustained=True) == (pytest.approx(3300), "write")
+    assert r.for_mix(100, 100) == (pytest.approx(4000), "copy")   # the plain roof is unchanged
+    assert roof().for_mix(100, 100, sustained=True) == (None, "")   # a roof timed without it has none
+
+
+def test_a_cached_gpu_roof_without_sustained_timings_is_measured_again(tmp_path, monkeypatch):
+    """A roof kept before sustained timing existed would leave every GPU record without its
+    sustained % of roof until the cache aged out: it counts as a miss."""
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
+    prov, dev = {"gpu_name": "GPU", "gpu_uuid": "u", "driver": "d"}, torch.device("cuda")
+    old = roof()
+    (tmp_path / "roofs.json").write_text(json.dumps({roofline.device_key(dev, prov): {
+        **dataclasses.asdict(old), "measured_at": time.time()}}))
+    measured = []
+    monkeypatch.setattr(roofline, "measure", lambda *a: measured.append(1)
+                        or dataclasses.replace(sustained_roof(), measured_at=time.time()))
+    got = roofline.get(dev, None, prov, 1, 3600, True, TimingBudget())
+    assert measured and got.source == "measured" and got.copy_sustained_gbps == 3800
+    again = roofline.get(dev, None, prov, 1, 3600, True, TimingBudget())
+    assert len(measured) == 1 and again.source == "cache" and again.copy_sustained_gbps == 3800
+
+
+class SustainedTimer:
+    """A timer that reports a sustained time (as CudaTimer does for a large case)."""
+
+    def time(self, launch, budget, nbytes):
+        launch()
+        t = summarize([10.0, 10.0, 10.0], "cuda_events")
+        t.sustained_us, t.sustained_note = 12.5, "back to back"
+        return t
+
+
+def test_a_record_has_its_sustained_bandwidth_against_the_sustained_roof(cpu_runner, monkeypatch):
+    from harness.runner import CaseSpec
+    monkeypatch.setattr(cpu_runner, "timer", SustainedTimer())
+    monkeypatch.setattr(cpu_runner, "roof", sustained_roof())
+    rec = cpu_runner.run(CaseSpec("copy", "eager", "-", "float32", (1000,)))
+    assert rec.status == "ok", rec.reason
+    assert rec.median_us == 10.0 and rec.sustained_us == 12.5 and rec.sustained_note == "back to back"
+    assert rec.sustained_gbps == pytest.approx(8000 / 12.5e-6 / 1e9)
+    assert rec.sustained_roof_gbps == pytest.approx(3800)
+    assert rec.pct_roof_sustained == pytest.approx(100 * rec.sustained_gbps / 3800)
+    assert rec.pct_roof == pytest.approx(100 * (8000 / 10e-6 / 1e9) / 4000)

@@ -40,6 +40,7 @@ def _time(r: Record) -> str:
 COLUMNS = [("shape", 13, lambda r: r.shape_str), ("impl", 26, _impl),
            ("time_us", 10, _time), ("GB/s", 8, lambda r: _f(r.gbps, ".0f")),
            ("%roof", 6, lambda r: _f(r.pct_roof, ".1f")),
+           ("%sust", 6, lambda r: _f(r.pct_roof_sustained, ".1f")),
            ("graph_us", 9, lambda r: _f(r.graph_us, ".2f")),
            ("max_err", 9, lambda r: _f(r.max_abs_err, ".2e")),
            ("tol", 5, lambda r: _f(r.tol_used, ".2f")),

@@ -37,7 +37,8 @@ MAX_PARAM = 6000   # MLflow's limit on a param value
 RUN_STATUS = {"ok": "FINISHED", "skipped": "KILLED"}   # everything else: FAILED
 CASE_METRICS = ("median_us", "median_lo_us", "median_hi_us", "p10_us", "p90_us", "samples", "late_samples",
                 "spin_us", "spread", "graph_us", "gbps",
-                "roof_gbps", "pct_roof", "peak_gbps", "pct_peak", "max_abs_err", "max_rel_err",
+                "roof_gbps", "pct_roof", "peak_gbps", "pct_peak", "sustained_us", "sustained_gbps",
+                "sustained_roof_gbps", "pct_roof_sustained", "max_abs_err", "max_rel_err",
                 "tol_used", "n_distinct", "max_ulp_spread", "bytes")
 PROVENANCE_TAGS = ("host", "driver", "torch_cuda", "gpu_uuid", "sm_clock_mhz", "sm_clock_max_mhz",
                    "container_image", "git_sha", "git_dirty")
