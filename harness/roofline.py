@@ -2,7 +2,8 @@
 
 Three kernels, timed exactly like the cases (same timer, cold L2):
   copy   dst.copy_(src)            reads N, writes N bytes
-  read   max of torch.sum / torch.amax over N bytes (read-only; the 4-byte result is noise)
+  read   the fastest of torch.sum, torch.amax and (on a GPU) a plain streaming read in a
+         few shapes (stream_read), over N bytes (read-only; the results are noise)
   write  buf.fill_(1)              writes N bytes
 An op's roof follows its mix of reads and writes: with f = written / (read + written), the
 time per byte is interpolated linearly between read (f=0), copy (f=0.5) and write (f=1).
@@ -64,6 +65,7 @@ class Roof:
     measured_at: float           # unix time
     timer: str
     source: str = "measured"     # measured | cache
+    read_kernel: str = ""        # which read kernel set read_gbps (the fastest)
     # the same kernels timed sustained (None: not timed so, e.g. on a CPU)
     copy_sustained_gbps: float | None = None
     read_sustained_gbps: float | None = None
@@ -105,18 +107,20 @@ def measure(device: torch.device, timer, nbytes: int, budget: TimingBudget) -> R
         sustained = t.sustained_us
         return moved / (t.median_us * 1e-6) / 1e9, sustained and moved / (sustained * 1e-6) / 1e9
 
-    def best(*timed):   # the faster read kernel, each way of timing apart
-        plain = max(g for g, _ in timed)
-        sustained = [s for _, s in timed if s is not None]
-        return plain, max(sustained) if sustained else None
-
+    readers = {"torch.sum": lambda: torch.sum(src, dim=0, out=scalar),
+               "torch.amax": lambda: torch.amax(src, dim=0, out=scalar)}
+    if device.type == "cuda":
+        from harness import stream_read
+        readers.update(stream_read.launches(src))
+    timed = {name: gbps(launch, n * 4) for name, launch in readers.items()}
+    read_kernel = max(timed, key=lambda k: timed[k][0])
+    sustained = [s for _, s in timed.values() if s is not None]   # the fastest, each way of timing apart
+    read = (timed[read_kernel][0], max(sustained) if sustained else None)
     copy = gbps(lambda: dst.copy_(src), 2 * n * 4)
-    read = best(gbps(lambda: torch.sum(src, dim=0, out=scalar), n * 4),
-                gbps(lambda: torch.amax(src, dim=0, out=scalar), n * 4))
     write = gbps(lambda: dst.fill_(1.0), n * 4)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     label = "cuda_events" if device.type == "cuda" else "wall"
-    return Roof(name, "", copy[0], read[0], write[0], n * 4, time.time(), label,
+    return Roof(name, "", copy[0], read[0], write[0], n * 4, time.time(), label, read_kernel=read_kernel,
                 copy_sustained_gbps=copy[1], read_sustained_gbps=read[1], write_sustained_gbps=write[1])
 
 
@@ -135,8 +139,10 @@ def get(device: torch.device, timer, provenance: dict, nbytes: int, max_age_s: f
         except (OSError, ValueError):
             cached = {}
         hit = cached.get(key)
-        # a roof kept before sustained timing existed lacks it: measured again on a GPU
-        complete = hit and (device.type != "cuda" or hit.get("copy_sustained_gbps") is not None)
+        # a roof kept before sustained timing and the streaming read existed lacks them:
+        # measured again on a GPU
+        complete = hit and (device.type != "cuda" or (hit.get("copy_sustained_gbps") is not None
+                                                      and bool(hit.get("read_kernel"))))
         if complete and time.time() - hit["measured_at"] <= max_age_s and hit["measured_bytes"] == nbytes:
             fields = {f.name for f in dataclasses.fields(Roof)}
             return Roof(**{**{k: v for k, v in hit.items() if k in fields}, "source": "cache"})

@@ -196,6 +196,8 @@ class Runner:
         if self.roof is not None:
             rec.roof_gbps, rec.roof_kind = self.roof.for_mix(rec.bytes_read, rec.bytes_written)
             rec.roof_source = f"{self.roof.source} {self.roof.timer}"
+            if self.roof.read_kernel and rec.roof_kind not in ("copy", "write"):
+                rec.roof_source += f", read by {self.roof.read_kernel}"
             if rec.gbps is not None:
                 rec.pct_roof = 100 * rec.gbps / rec.roof_gbps
         else:

@@ -1,7 +1,11 @@
 """Timing statistics, the roof's read/write interpolation, the datasheet and the roof cache."""
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -93,7 +97,7 @@ def test_roof_is_measured_then_cached(tmp_path, monkeypatch):
 
 def sustained_roof():
     return roofline.Roof("GPU", "k", copy_gbps=4000, read_gbps=4400, write_gbps=3600, measured_bytes=1,
-                         measured_at=0, timer="cuda_events", copy_sustained_gbps=3800,
+                         measured_at=0, timer="cuda_events", read_kernel="stream", copy_sustained_gbps=3800,
                          read_sustained_gbps=4300, write_sustained_gbps=3300)
 
 
@@ -144,3 +148,23 @@ def test_a_record_has_its_sustained_bandwidth_against_the_sustained_roof(cpu_run
     assert rec.sustained_roof_gbps == pytest.approx(3800)
     assert rec.pct_roof_sustained == pytest.approx(100 * rec.sustained_gbps / 3800)
     assert rec.pct_roof == pytest.approx(100 * (8000 / 10e-6 / 1e9) / 4000)
+
+
+def test_the_streaming_read_reads_every_tile_once():
+    """The roof's streaming read (under Triton's interpreter, in a process of its own: the
+    kernel is compiled or interpreted as its module is imported): each shape's partials add
+    up to the sum of the buffer, whatever the grid, so no tile is skipped or read twice."""
+    code = (
+        "import torch\n"
+        "from harness import stream_read\n"
+        "src = torch.randint(0, 8, (8192 * 6,), generator=torch.Generator().manual_seed(3)).float()\n"
+        "runs = stream_read.launches(src, sms=1)\n"
+        "assert len(runs) == len(stream_read.SHAPES), list(runs)\n"
+        "for name, launch in runs.items():\n"
+        "    got = launch().sum().item()\n"
+        "    assert got == src.sum().item(), (name, got, src.sum().item())\n"
+        "print('ok', len(runs))\n")
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert proc.returncode == 0 and proc.stdout.startswith("ok 3"), proc.stderr[-2000:]
