@@ -1,9 +1,11 @@
 """The bandwidth roof: measured on this device at the start of a run, and the datasheet peak.
 
-Three kernels, timed exactly like the cases (same timer, cold L2):
-  copy   dst.copy_(src)            reads N, writes N bytes
-  read   the fastest of torch.sum, torch.amax and (on a GPU) a plain streaming read in a
-         few shapes (stream_read), over N bytes (read-only; the results are noise)
+Three kinds of kernel, timed exactly like the cases (same timer, cold L2); of each kind
+the fastest sets the roof, and the roof names it (copy_kernel, read_kernel):
+  copy   dst.copy_(src), and on a GPU plain streaming copies (roof_kernels): reads N,
+         writes N bytes
+  read   torch.sum, torch.amax, and on a GPU plain streaming reads (roof_kernels) over N
+         bytes (read-only; the results are noise)
   write  buf.fill_(1)              writes N bytes
 An op's roof follows its mix of reads and writes: with f = written / (read + written), the
 time per byte is interpolated linearly between read (f=0), copy (f=0.5) and write (f=1).
@@ -66,6 +68,7 @@ class Roof:
     timer: str
     source: str = "measured"     # measured | cache
     read_kernel: str = ""        # which read kernel set read_gbps (the fastest)
+    copy_kernel: str = ""        # which copy kernel set copy_gbps
     # the same kernels timed sustained (None: not timed so, e.g. on a CPU)
     copy_sustained_gbps: float | None = None
     read_sustained_gbps: float | None = None
@@ -107,21 +110,28 @@ def measure(device: torch.device, timer, nbytes: int, budget: TimingBudget) -> R
         sustained = t.sustained_us
         return moved / (t.median_us * 1e-6) / 1e9, sustained and moved / (sustained * 1e-6) / 1e9
 
+    def fastest(kernels: dict, moved: int) -> tuple[float, float | None, str]:
+        """(GB/s, sustained GB/s, name) of the fastest of ``kernels``, each way of timing apart."""
+        timed = {name: gbps(launch, moved) for name, launch in kernels.items()}
+        best = max(timed, key=lambda k: timed[k][0])
+        sustained = [s for _, s in timed.values() if s is not None]
+        return timed[best][0], max(sustained) if sustained else None, best
+
     readers = {"torch.sum": lambda: torch.sum(src, dim=0, out=scalar),
                "torch.amax": lambda: torch.amax(src, dim=0, out=scalar)}
+    copiers = {"copy_": lambda: dst.copy_(src)}
     if device.type == "cuda":
-        from harness import stream_read
-        readers.update(stream_read.launches(src))
-    timed = {name: gbps(launch, n * 4) for name, launch in readers.items()}
-    read_kernel = max(timed, key=lambda k: timed[k][0])
-    sustained = [s for _, s in timed.values() if s is not None]   # the fastest, each way of timing apart
-    read = (timed[read_kernel][0], max(sustained) if sustained else None)
-    copy = gbps(lambda: dst.copy_(src), 2 * n * 4)
+        from harness import roof_kernels
+        readers.update(roof_kernels.reads(src))
+        copiers.update(roof_kernels.copies(src, dst))
+    read = fastest(readers, n * 4)
+    copy = fastest(copiers, 2 * n * 4)
     write = gbps(lambda: dst.fill_(1.0), n * 4)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     label = "cuda_events" if device.type == "cuda" else "wall"
-    return Roof(name, "", copy[0], read[0], write[0], n * 4, time.time(), label, read_kernel=read_kernel,
-                copy_sustained_gbps=copy[1], read_sustained_gbps=read[1], write_sustained_gbps=write[1])
+    return Roof(name, "", copy[0], read[0], write[0], n * 4, time.time(), label, read_kernel=read[2],
+                copy_kernel=copy[2], copy_sustained_gbps=copy[1], read_sustained_gbps=read[1],
+                write_sustained_gbps=write[1])
 
 
 def cache_dir() -> Path:
@@ -139,10 +149,11 @@ def get(device: torch.device, timer, provenance: dict, nbytes: int, max_age_s: f
         except (OSError, ValueError):
             cached = {}
         hit = cached.get(key)
-        # a roof kept before sustained timing and the streaming read existed lacks them:
+        # a roof kept before sustained timing and the streaming kernels existed lacks them:
         # measured again on a GPU
         complete = hit and (device.type != "cuda" or (hit.get("copy_sustained_gbps") is not None
-                                                      and bool(hit.get("read_kernel"))))
+                                                      and bool(hit.get("read_kernel"))
+                                                      and bool(hit.get("copy_kernel"))))
         if complete and time.time() - hit["measured_at"] <= max_age_s and hit["measured_bytes"] == nbytes:
             fields = {f.name for f in dataclasses.fields(Roof)}
             return Roof(**{**{k: v for k, v in hit.items() if k in fields}, "source": "cache"})

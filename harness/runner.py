@@ -198,6 +198,8 @@ class Runner:
             rec.roof_source = f"{self.roof.source} {self.roof.timer}"
             if self.roof.read_kernel and rec.roof_kind not in ("copy", "write"):
                 rec.roof_source += f", read by {self.roof.read_kernel}"
+            if self.roof.copy_kernel and rec.roof_kind not in ("read", "write"):
+                rec.roof_source += f", copy by {self.roof.copy_kernel}"
             if rec.gbps is not None:
                 rec.pct_roof = 100 * rec.gbps / rec.roof_gbps
         else:

@@ -97,7 +97,8 @@ def test_roof_is_measured_then_cached(tmp_path, monkeypatch):
 
 def sustained_roof():
     return roofline.Roof("GPU", "k", copy_gbps=4000, read_gbps=4400, write_gbps=3600, measured_bytes=1,
-                         measured_at=0, timer="cuda_events", read_kernel="stream", copy_sustained_gbps=3800,
+                         measured_at=0, timer="cuda_events", read_kernel="stream", copy_kernel="copy_",
+                         copy_sustained_gbps=3800,
                          read_sustained_gbps=4300, write_sustained_gbps=3300)
 
 
@@ -150,21 +151,29 @@ def test_a_record_has_its_sustained_bandwidth_against_the_sustained_roof(cpu_run
     assert rec.pct_roof == pytest.approx(100 * (8000 / 10e-6 / 1e9) / 4000)
 
 
-def test_the_streaming_read_reads_every_tile_once():
-    """The roof's streaming read (under Triton's interpreter, in a process of its own: the
-    kernel is compiled or interpreted as its module is imported): each shape's partials add
-    up to the sum of the buffer, whatever the grid, so no tile is skipped or read twice."""
+def test_the_streaming_kernels_read_and_copy_every_tile_once():
+    """The roof's streaming read and copy (under Triton's interpreter, in a process of its
+    own: the kernels are compiled or interpreted as their module is imported), each shape
+    on a grid of a few programs and of one per tile: the read's partials add up to the
+    buffer's sum and the copy is exact, so no tile is skipped or read twice."""
     code = (
         "import torch\n"
-        "from harness import stream_read\n"
+        "from harness import roof_kernels\n"
         "src = torch.randint(0, 8, (8192 * 6,), generator=torch.Generator().manual_seed(3)).float()\n"
-        "runs = stream_read.launches(src, sms=1)\n"
-        "assert len(runs) == len(stream_read.SHAPES), list(runs)\n"
-        "for name, launch in runs.items():\n"
+        "reads = roof_kernels.reads(src, sms=1)\n"
+        "assert len(reads) == len(roof_kernels.READ_SHAPES), list(reads)\n"
+        "for name, launch in reads.items():\n"
         "    got = launch().sum().item()\n"
         "    assert got == src.sum().item(), (name, got, src.sum().item())\n"
-        "print('ok', len(runs))\n")
+        "dst = torch.empty_like(src)\n"
+        "copies = roof_kernels.copies(src, dst, sms=1)\n"
+        "assert len(copies) == len(roof_kernels.COPY_SHAPES), list(copies)\n"
+        "for name, launch in copies.items():\n"
+        "    dst.fill_(-1)\n"
+        "    launch()\n"
+        "    assert torch.equal(dst, src), name\n"
+        "print('ok', len(reads), len(copies))\n")
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
                           cwd=Path(__file__).resolve().parent.parent)
-    assert proc.returncode == 0 and proc.stdout.startswith("ok 3"), proc.stderr[-2000:]
+    assert proc.returncode == 0 and proc.stdout.startswith("ok 3 3"), proc.stderr[-2000:]

@@ -1,0 +1,91 @@
+"""Plain streaming kernels for the roof (roofline): the fastest ways we know to read N
+bytes, and to read N and write N.
+
+torch's own kernels set the roof before these (torch.sum and torch.amax for reads,
+copy_ for copies), but on the H200 they are not the fastest: torch's reductions read
+1 GiB at ~4.27 TB/s where a plain streaming read reads at ~4.42 (r73: the Triton and
+torch.compile sums and maxes timed at 103-104% of a roof from torch's reductions alone),
+and Triton's RMSNorm at 16384x8192 bf16 moved 4.31 TB/s against copy_'s 4.28 (r75). A
+roof that ops exceed is no roof, so each roof kernel is the fastest of torch's and these,
+in a few shapes, timed alike (roofline.measure).
+
+Both walk whole tiles of BLOCK elements, tile = pid, pid + P, ... (P programs: a few per
+SM, or one per tile), with unmasked 16-byte accesses. The read adds each tile into BLOCK
+fp32 lanes, no reduction inside the loop, so many loads are in flight; then one tl.sum
+per program into its own slot of a partials buffer (P·4 bytes written: noise against N).
+The roof's buffers are whole numbers of tiles (a shape whose tile does not divide them
+is not run).
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+# (BLOCK, num_warps, programs per SM; 0: one program per tile)
+READ_SHAPES = ((4096, 8, 8), (8192, 16, 4), (2048, 4, 16))
+COPY_SHAPES = ((1024, 4, 0), (4096, 8, 8), (2048, 4, 16))
+
+
+@triton.jit
+def _stream_read(src_ptr, partials_ptr, tiles, programs, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    lanes = tl.zeros([BLOCK], tl.float32)
+    for tile in range(pid, tiles, programs):
+        lanes += tl.load(src_ptr + tl.cast(tile, tl.int64) * BLOCK + tl.arange(0, BLOCK))
+    tl.store(partials_ptr + pid, tl.sum(lanes, 0))
+
+
+@triton.jit
+def _stream_copy(src_ptr, dst_ptr, tiles, programs, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    for tile in range(pid, tiles, programs):
+        offs = tl.cast(tile, tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(dst_ptr + offs, tl.load(src_ptr + offs))
+
+
+def _grid(n: int, block: int, per_sm: int, sms: int | None, device) -> tuple[int, int]:
+    """(tiles, programs) of a stream over ``n`` elements."""
+    tiles = n // block
+    if not per_sm:
+        return tiles, tiles
+    sms = sms or torch.cuda.get_device_properties(device).multi_processor_count
+    return tiles, min(tiles, sms * per_sm)
+
+
+def _name(kind: str, block: int, warps: int, per_sm: int) -> str:
+    return f"{kind} {block}x{warps}w " + (f"{per_sm}/SM" if per_sm else "1/tile")
+
+
+def reads(src: torch.Tensor, sms: int | None = None) -> dict[str, callable]:
+    """{name: launcher} of the streaming read over ``src`` (fp32, contiguous), one per
+    READ_SHAPES entry whose tile divides it; ``sms``: the grid's SM count (default: the
+    GPU's). Each launcher returns the partials it wrote."""
+    out = {}
+    for block, warps, per_sm in READ_SHAPES:
+        if src.numel() % block:
+            continue
+        tiles, programs = _grid(src.numel(), block, per_sm, sms, src.device)
+        partials = torch.empty(programs, dtype=torch.float32, device=src.device)
+
+        def launch(kernel=_stream_read[(programs,)], partials=partials, tiles=tiles, programs=programs,
+                   block=block, warps=warps):
+            kernel(src, partials, tiles, programs, BLOCK=block, num_warps=warps)
+            return partials
+        out[_name("stream read", block, warps, per_sm)] = launch
+    return out
+
+
+def copies(src: torch.Tensor, dst: torch.Tensor, sms: int | None = None) -> dict[str, callable]:
+    """{name: launcher} of the streaming copy of ``src`` into ``dst`` (same size, contiguous),
+    one per COPY_SHAPES entry whose tile divides them."""
+    out = {}
+    for block, warps, per_sm in COPY_SHAPES:
+        if src.numel() % block:
+            continue
+        tiles, programs = _grid(src.numel(), block, per_sm, sms, src.device)
+
+        def launch(kernel=_stream_copy[(programs,)], tiles=tiles, programs=programs, block=block, warps=warps):
+            kernel(src, dst, tiles, programs, BLOCK=block, num_warps=warps)
+        out[_name("stream copy", block, warps, per_sm)] = launch
+    return out
