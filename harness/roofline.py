@@ -69,6 +69,7 @@ class Roof:
     source: str = "measured"     # measured | cache
     read_kernel: str = ""        # which read kernel set read_gbps (the fastest)
     copy_kernel: str = ""        # which copy kernel set copy_gbps
+    kernels: dict = dataclasses.field(default_factory=dict)   # every kernel timed: [GB/s, sustained GB/s]
     # the same kernels timed sustained (None: not timed so, e.g. on a CPU)
     copy_sustained_gbps: float | None = None
     read_sustained_gbps: float | None = None
@@ -110,9 +111,12 @@ def measure(device: torch.device, timer, nbytes: int, budget: TimingBudget) -> R
         sustained = t.sustained_us
         return moved / (t.median_us * 1e-6) / 1e9, sustained and moved / (sustained * 1e-6) / 1e9
 
+    every: dict = {}
+
     def fastest(kernels: dict, moved: int) -> tuple[float, float | None, str]:
         """(GB/s, sustained GB/s, name) of the fastest of ``kernels``, each way of timing apart."""
         timed = {name: gbps(launch, moved) for name, launch in kernels.items()}
+        every.update({name: list(t) for name, t in timed.items()})
         best = max(timed, key=lambda k: timed[k][0])
         sustained = [s for _, s in timed.values() if s is not None]
         return timed[best][0], max(sustained) if sustained else None, best
@@ -127,10 +131,11 @@ def measure(device: torch.device, timer, nbytes: int, budget: TimingBudget) -> R
     read = fastest(readers, n * 4)
     copy = fastest(copiers, 2 * n * 4)
     write = gbps(lambda: dst.fill_(1.0), n * 4)
+    every["fill_"] = list(write)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     label = "cuda_events" if device.type == "cuda" else "wall"
     return Roof(name, "", copy[0], read[0], write[0], n * 4, time.time(), label, read_kernel=read[2],
-                copy_kernel=copy[2], copy_sustained_gbps=copy[1], read_sustained_gbps=read[1],
+                copy_kernel=copy[2], kernels=every, copy_sustained_gbps=copy[1], read_sustained_gbps=read[1],
                 write_sustained_gbps=write[1])
 
 

@@ -89,6 +89,10 @@ def test_roof_is_measured_then_cached(tmp_path, monkeypatch):
     dev, prov, timer = torch.device("cpu"), {"cpu_model": "test"}, WallTimer()
     first = roofline.get(dev, timer, prov, 1 << 20, 3600, True, budget)
     assert first.source == "measured" and first.copy_gbps > 0 and first.read_gbps > 0
+    # every kernel's figure is kept, and the fastest of each kind set the roof
+    assert set(first.kernels) == {"torch.sum", "torch.amax", "copy_", "fill_"}
+    assert first.read_gbps == max(first.kernels[k][0] for k in ("torch.sum", "torch.amax"))
+    assert first.read_kernel in ("torch.sum", "torch.amax") and first.copy_kernel == "copy_"
     again = roofline.get(dev, timer, prov, 1 << 20, 3600, True, budget)
     assert again.source == "cache" and again.copy_gbps == first.copy_gbps
     fresh = roofline.get(dev, timer, prov, 1 << 20, 0, True, budget)   # max_age 0: stale
