@@ -73,3 +73,9 @@ def test_a_ratio_whose_median_intervals_overlap_is_marked_as_unresolved(tmp_path
     assert "intervals overlap" in out
     assert "| 0.990≈ |" in summarize(tmp_path, records[:2])
     assert "≈" not in summarize(tmp_path, records[2:])
+
+
+def test_each_case_shows_its_sustained_percent_of_roof_where_it_was_timed_so(tmp_path):
+    records = [rec("triton", 50, pct_roof_sustained=97.25), rec("torch_compile", 45)]   # the peer: an older record
+    out = summarize(tmp_path, records)
+    assert "| 1.111 | 97.2, - |" in out
