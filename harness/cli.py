@@ -70,8 +70,24 @@ INTERRUPTED_EXIT = 130
 NOT_RUN = "the run was interrupted (SIGINT) before this case"   # a skipped case's reason
 
 
+def processes_of(cfg: DictConfig) -> int:
+    """``processes``: how many fresh worker processes each case runs in (harness.processes)."""
+    value = cfg.get("processes", 1)
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        n = 0
+    if isinstance(value, bool) or n < 1 or str(n) != str(value).strip():
+        raise ConfigError(f"processes={value!r}: give a whole number >= 1 (1: each case in the run's one "
+                          "worker; 3: each case in three fresh ones, their medians merged)")
+    if n > 1 and not cfg.isolate:
+        raise ConfigError(f"processes={n} needs worker processes: drop isolate=false")
+    return n
+
+
 def run(cfg: DictConfig) -> int:
     device = devices.resolve(cfg.device)
+    processes = processes_of(cfg)
     planning.resolve_sweep(cfg, device)
     the_plan = planning.build(cfg, device)
     out_dir = Path(HydraConfig.get().runtime.output_dir)
@@ -98,7 +114,7 @@ def run(cfg: DictConfig) -> int:
             try:
                 if runner is None:
                     runner = _runner(cfg, device, settings)
-                rec = runner.run(spec)
+                rec = runner.run_in_processes(spec, processes) if processes > 1 else runner.run(spec)
             except KeyboardInterrupt:
                 interrupted = True
                 print("harness: interrupted: the remaining cases are recorded as skipped", file=sys.stderr)
@@ -173,6 +189,8 @@ def _runner(cfg: DictConfig, device, settings: Settings):
 def _progress(r: Record) -> str:
     label = r.impl if r.variant == "-" else f"{r.impl}/{r.variant}"
     head = f"{r.op} {label} {r.dtype} {r.shape_str}: {console.status_label(r)}"
+    if r.process_medians_us:
+        head += f" (median of {r.processes} processes: " + ", ".join(f"{m:.2f}" for m in r.process_medians_us) + " us)"
     if r.gbps is not None:
         pct = f", {r.pct_roof:.1f}% of roof" if r.pct_roof is not None else ""
         return f"{head} {r.median_us:.1f} us, {r.gbps:.0f} GB/s{pct}"

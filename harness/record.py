@@ -54,6 +54,10 @@ class Record:
     sustained_gbps: float | None = None
     sustained_roof_gbps: float | None = None
     pct_roof_sustained: float | None = None
+    # run in several fresh worker processes (processes > 1): each one's median, the
+    # record's median their median, its interval their range (harness.processes)
+    processes: int = 1
+    process_medians_us: list[float] = field(default_factory=list)
     # correctness
     passed: bool | None = None
     max_abs_err: float | None = None
@@ -78,6 +82,19 @@ class Record:
     invocation_id: str = ""
     record_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     timestamp: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat())
+
+    def derive_rates(self) -> None:
+        """GB/s and the % of roof and peak, from the times and the roofs this record holds
+        (the runner sets those; a merge of process runs sets new times). An interpreter's
+        wall-clock time claims no bandwidth."""
+        if self.timer == "wall_interpreter":
+            return
+        self.gbps = self.bytes / (self.median_us * 1e-6) / 1e9 if self.median_us else None
+        self.pct_roof = 100 * self.gbps / self.roof_gbps if self.gbps and self.roof_gbps else None
+        self.pct_peak = 100 * self.gbps / self.peak_gbps if self.gbps and self.peak_gbps else None
+        self.sustained_gbps = self.bytes / (self.sustained_us * 1e-6) / 1e9 if self.sustained_us else None
+        self.pct_roof_sustained = (100 * self.sustained_gbps / self.sustained_roof_gbps
+                                   if self.sustained_gbps and self.sustained_roof_gbps else None)
 
     @property
     def shape_str(self) -> str:

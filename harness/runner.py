@@ -191,25 +191,17 @@ class Runner:
         if interpreted:
             rec.graph_note = "interpreter: wall-clock time of the interpreter, no bandwidth claimed"
             return
-        if t.median_us > 0:
-            rec.gbps = rec.bytes / (t.median_us * 1e-6) / 1e9
         if self.roof is not None:
             rec.roof_gbps, rec.roof_kind = self.roof.for_mix(rec.bytes_read, rec.bytes_written)
+            if rec.sustained_us:
+                rec.sustained_roof_gbps, _ = self.roof.for_mix(rec.bytes_read, rec.bytes_written, sustained=True)
             rec.roof_source = f"{self.roof.source} {self.roof.timer}"
             if self.roof.read_kernel and rec.roof_kind not in ("copy", "write"):
                 rec.roof_source += f", read by {self.roof.read_kernel}"
             if self.roof.copy_kernel and rec.roof_kind not in ("read", "write"):
                 rec.roof_source += f", copy by {self.roof.copy_kernel}"
-            if rec.gbps is not None:
-                rec.pct_roof = 100 * rec.gbps / rec.roof_gbps
         else:
             rec.roof_source = self.roof_error
-        if rec.sustained_us:
-            rec.sustained_gbps = rec.bytes / (rec.sustained_us * 1e-6) / 1e9
-            if self.roof is not None:
-                rec.sustained_roof_gbps, _ = self.roof.for_mix(rec.bytes_read, rec.bytes_written, sustained=True)
-            if rec.sustained_roof_gbps:
-                rec.pct_roof_sustained = 100 * rec.sustained_gbps / rec.sustained_roof_gbps
-        if self.peak and rec.gbps is not None and self.device.type == "cuda":
+        if self.peak and self.device.type == "cuda":
             rec.peak_gbps = self.peak
-            rec.pct_peak = 100 * rec.gbps / self.peak
+        rec.derive_rates()

@@ -6,11 +6,13 @@ gets a ``crash``, ``timeout`` or ``error`` record, and the next case runs in a f
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import time
 import traceback
 
 import torch
 
+from harness.processes import merge
 from harness.record import Record
 from harness.runner import CaseSpec, Runner, Settings, base_record
 
@@ -31,7 +33,9 @@ def _serve(conn, device: str, settings: Settings) -> None:
         spec = conn.recv()
         if spec is None:
             return
-        conn.send(("record", runner.run(spec).as_dict()))
+        rec = runner.run(spec)
+        rec.provenance = {**rec.provenance, "worker_pid": os.getpid()}   # which process ran it
+        conn.send(("record", rec.as_dict()))
 
 
 class IsolatedRunner:
@@ -86,6 +90,15 @@ class IsolatedRunner:
 
     def _record(self, spec: CaseSpec) -> Record:
         return base_record(spec, self.device, self.settings, self.info.get("provenance", {}))
+
+    def run_in_processes(self, spec: CaseSpec, n: int) -> Record:
+        """The case run ``n`` times, each in a fresh worker process, merged into its one
+        record (harness.processes). The last worker stays for the next case."""
+        runs = []
+        for _ in range(n):
+            self.stop()
+            runs.append(self.run(spec))
+        return merge(runs)
 
     def run(self, spec: CaseSpec) -> Record:
         try:

@@ -89,6 +89,10 @@ def test_unusable_impls_are_skipped_with_the_reason_under_impl_all(tmp_path):
     (["op=rmsnorm", "device=tpu"], 2, "unknown device 'tpu'"),
     (["op=rmsnorm", "torch_compile_shapes=dynamic"], 2, "unknown torch_compile_shapes 'dynamic'"),
     (["op=rmsnorm", "triton_tuning=redo"], 2, "unknown triton_tuning 'redo'"),
+    (["op=rmsnorm", "processes=0"], 2, "processes=0: give a whole number >= 1"),
+    (["op=rmsnorm", "processes=banana"], 2, "processes='banana': give a whole number >= 1"),
+    (["op=rmsnorm", "processes=2.5"], 2, "give a whole number >= 1"),
+    (["op=rmsnorm", "processes=3", "isolate=false"], 2, "processes=3 needs worker processes: drop isolate=false"),
 ])
 def test_bad_input_gets_a_clear_error(tmp_path, args, code, message):
     proc = harness(tmp_path, *args, "tracking=none")
@@ -231,3 +235,16 @@ def test_an_interrupted_run_keeps_every_record_and_says_so_in_its_exit_code(tmp_
     exp = client.get_experiment_by_name(str(cfg.tracking.experiment))
     (inv,) = client.search_runs([exp.experiment_id], "tags.`harness.kind` = 'invocation'")
     assert inv.info.status == "KILLED" and inv.data.metrics["interrupted"] == 1.0
+
+
+def test_processes_runs_each_case_in_fresh_workers_and_merges_their_medians(tmp_path):
+    proc = harness(tmp_path, "op=copy", "impl=eager", "dtype=fp32", "shapes=[[1000]]", "sweep=smoke",
+                   "processes=2", "tracking=none")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (rec,) = results(tmp_path)
+    assert rec["status"] == "ok" and rec["processes"] == 2 and len(rec["process_medians_us"]) == 2
+    assert (rec["median_lo_us"], rec["median_hi_us"]) == (min(rec["process_medians_us"]),
+                                                         max(rec["process_medians_us"]))
+    assert "(median of 2 processes: " in proc.stdout
+    pids = rec["provenance"]["worker_pids"]   # two processes, neither the harness's own
+    assert len(set(pids)) == 2 and all(isinstance(p, int) for p in pids)
