@@ -181,3 +181,19 @@ def test_the_streaming_kernels_read_and_copy_every_tile_once():
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
                           cwd=Path(__file__).resolve().parent.parent)
     assert proc.returncode == 0 and proc.stdout.startswith("ok 3 3"), proc.stderr[-2000:]
+
+
+def test_a_roof_kernel_that_cannot_run_is_left_out_and_says_why():
+    def gbps(launch):
+        return launch()
+
+    def broken():
+        raise RuntimeError("no Triton build for this GPU")
+    every = {}
+    got = roofline.fastest({"torch.sum": lambda: (4270.0, 4260.0), "stream read": broken,
+                            "stream wide": lambda: (4420.0, 4400.0)}, gbps, every)
+    assert got == (4420.0, 4400.0, "stream wide")
+    assert every["stream read"] == "not timed: RuntimeError: no Triton build for this GPU"
+    assert every["torch.sum"] == [4270.0, 4260.0]
+    with pytest.raises(RuntimeError):   # torch's own kernel is the roof's floor: its failure is the roof's
+        roofline.fastest({"torch.sum": broken}, gbps, {})
