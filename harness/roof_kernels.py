@@ -47,48 +47,42 @@ def _stream_copy(src_ptr, dst_ptr, tiles, programs, BLOCK: tl.constexpr):
         tl.store(dst_ptr + offs, tl.load(src_ptr + offs))
 
 
-def _grid(n: int, block: int, per_sm: int, sms: int | None, device) -> tuple[int, int]:
-    """(tiles, programs) of a stream over ``n`` elements."""
-    tiles = n // block
-    if not per_sm:
-        return tiles, tiles
-    sms = sms or torch.cuda.get_device_properties(device).multi_processor_count
-    return tiles, min(tiles, sms * per_sm)
-
-
-def _name(kind: str, block: int, warps: int, per_sm: int) -> str:
-    return f"{kind} {block}x{warps}w " + (f"{per_sm}/SM" if per_sm else "1/tile")
+def _streams(kind: str, shapes, n: int, sms: int | None, device):
+    """(name, block, warps, tiles, programs) of each entry of ``shapes`` whose tile divides
+    ``n`` elements: a grid of ``sms`` (default: the GPU's) times its programs per SM, or one
+    program per tile."""
+    for block, warps, per_sm in shapes:
+        if n % block:
+            continue
+        tiles = n // block
+        if per_sm:
+            sms = sms or torch.cuda.get_device_properties(device).multi_processor_count
+        programs = min(tiles, sms * per_sm) if per_sm else tiles
+        yield f"{kind} {block}x{warps}w " + (f"{per_sm}/SM" if per_sm else "1/tile"), block, warps, tiles, programs
 
 
 def reads(src: torch.Tensor, sms: int | None = None) -> dict[str, callable]:
     """{name: launcher} of the streaming read over ``src`` (fp32, contiguous), one per
-    READ_SHAPES entry whose tile divides it; ``sms``: the grid's SM count (default: the
-    GPU's). Each launcher returns the partials it wrote."""
+    READ_SHAPES entry whose tile divides it (_streams). Each launcher returns the partials
+    it wrote."""
     out = {}
-    for block, warps, per_sm in READ_SHAPES:
-        if src.numel() % block:
-            continue
-        tiles, programs = _grid(src.numel(), block, per_sm, sms, src.device)
+    for name, block, warps, tiles, programs in _streams("stream read", READ_SHAPES, src.numel(), sms, src.device):
         partials = torch.empty(programs, dtype=torch.float32, device=src.device)
 
         def launch(kernel=_stream_read[(programs,)], partials=partials, tiles=tiles, programs=programs,
                    block=block, warps=warps):
             kernel(src, partials, tiles, programs, BLOCK=block, num_warps=warps)
             return partials
-        out[_name("stream read", block, warps, per_sm)] = launch
+        out[name] = launch
     return out
 
 
 def copies(src: torch.Tensor, dst: torch.Tensor, sms: int | None = None) -> dict[str, callable]:
     """{name: launcher} of the streaming copy of ``src`` into ``dst`` (same size, contiguous),
-    one per COPY_SHAPES entry whose tile divides them."""
+    one per COPY_SHAPES entry whose tile divides them (_streams)."""
     out = {}
-    for block, warps, per_sm in COPY_SHAPES:
-        if src.numel() % block:
-            continue
-        tiles, programs = _grid(src.numel(), block, per_sm, sms, src.device)
-
+    for name, block, warps, tiles, programs in _streams("stream copy", COPY_SHAPES, src.numel(), sms, src.device):
         def launch(kernel=_stream_copy[(programs,)], tiles=tiles, programs=programs, block=block, warps=warps):
             kernel(src, dst, tiles, programs, BLOCK=block, num_warps=warps)
-        out[_name("stream copy", block, warps, per_sm)] = launch
+        out[name] = launch
     return out

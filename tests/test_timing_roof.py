@@ -100,10 +100,8 @@ def test_roof_is_measured_then_cached(tmp_path, monkeypatch):
 
 
 def sustained_roof():
-    return roofline.Roof("GPU", "k", copy_gbps=4000, read_gbps=4400, write_gbps=3600, measured_bytes=1,
-                         measured_at=0, timer="cuda_events", read_kernel="stream", copy_kernel="copy_",
-                         copy_sustained_gbps=3800,
-                         read_sustained_gbps=4300, write_sustained_gbps=3300)
+    return dataclasses.replace(roof(), read_kernel="stream", copy_kernel="copy_", copy_sustained_gbps=3800,
+                               read_sustained_gbps=4300, write_sustained_gbps=3300)
 
 
 def test_the_sustained_roof_follows_the_mix_from_its_own_timings():
