@@ -41,6 +41,15 @@ def _serve(conn, device: str, settings: Settings) -> None:
 class IsolatedRunner:
     """Runs cases in a worker process with a per-case timeout; restarts it when needed."""
 
+    # How long a worker asked to stop may take to exit before it is killed. It has sent
+    # its last record by then and writes nothing at exit (the tuning and compile caches
+    # are written as they fill), so nothing is lost; but an exit can be slow: a process
+    # that used torch.compile shuts its pool of compile processes down at exit. On the
+    # H200 a sweep's time limit landed three times in the worker's exit just after a
+    # torch.compile case (r79, r81). processes=N stops a worker per process of a case;
+    # each stop used to wait up to 10 s.
+    exit_grace_s = 2.0
+
     def __init__(self, device: torch.device, settings: Settings, case_timeout_s: float,
                  start_timeout_s: float = 900.0):
         self.device, self.settings = device, settings
@@ -76,7 +85,7 @@ class IsolatedRunner:
             except (OSError, EOFError):
                 pass
         if self.proc is not None:
-            self.proc.join(timeout=10)
+            self.proc.join(timeout=self.exit_grace_s)
             if self.proc.is_alive():
                 self.proc.kill()
                 self.proc.join(timeout=10)

@@ -28,3 +28,26 @@ def test_strict_mode_exits_nonzero_on_a_failure(tmp_path):
     proc, records = harness(tmp_path, "op=rmsnorm", "impl=broken", "variant=wrong",
                             "shapes=[[4,64]]", "strict=true", "isolate=false")
     assert proc.returncode == 1 and records[0]["status"] == "fail"
+
+
+def test_a_worker_slow_to_exit_is_killed_after_its_grace(monkeypatch):
+    """A worker whose exit lingers (as torch.compile's compile pool can make it) costs the
+    next case no more than the runner's grace: processes=N replaces a worker per process."""
+    import time
+
+    import torch
+
+    from harness.runner import CaseSpec, Settings
+    from harness.worker import IsolatedRunner
+    monkeypatch.setenv("HARNESS_PLUGINS", "tests.plugins.broken")   # the spawned worker reads it
+    runner = IsolatedRunner(torch.device("cpu"), Settings(seeds=1, determinism_runs=2), case_timeout_s=120)
+    try:
+        rec = runner.run(CaseSpec("rmsnorm", "broken", "lingers", "float32", (4, 64)))
+        assert rec.status == "ok", rec.reason
+        worker = runner.proc
+        started = time.monotonic()
+        runner.stop()
+        took = time.monotonic() - started
+    finally:
+        runner.stop(kill=True)
+    assert not worker.is_alive() and took < runner.exit_grace_s + 5, took

@@ -2,6 +2,7 @@
 
     HARNESS_PLUGINS=tests.plugins.broken harness op=rmsnorm impl=broken
 """
+import atexit
 import os
 import time
 
@@ -76,6 +77,14 @@ def crashes(x, weight, eps, out):
 @impl("rmsnorm", "broken", variant="hangs")
 def hangs(x, weight, eps, out):
     return lambda: time.sleep(3600)
+
+
+@impl("rmsnorm", "broken", variant="lingers")
+def lingers(x, weight, eps, out):
+    """Right, but its process takes a minute to exit, as one that shuts down a pool of
+    compile processes at exit (torch.compile's) can."""
+    atexit.register(time.sleep, 60)
+    return lambda: out.copy_(_rmsnorm(x, weight, eps))
 
 
 @impl("rmsnorm", "broken", variant="illegal_address")
