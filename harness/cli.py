@@ -19,6 +19,7 @@ from omegaconf import DictConfig
 from harness import device as devices
 from harness import plan as planning
 from harness.errors import ConfigError
+from harness.processes import InterruptedProcesses
 from harness.record import Record
 from harness.runner import Runner, Settings, base_record
 from harness.sinks import console
@@ -115,11 +116,14 @@ def run(cfg: DictConfig) -> int:
                 if runner is None:
                     runner = _runner(cfg, device, settings)
                 rec = runner.run_in_processes(spec, processes) if processes > 1 else runner.run(spec)
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as e:
                 interrupted = True
                 print("harness: interrupted: the remaining cases are recorded as skipped", file=sys.stderr)
-                rec = base_record(spec, device, settings, {})
-                rec.status, rec.reason = "error", "interrupted (SIGINT) while this case ran"
+                if isinstance(e, InterruptedProcesses):   # its finished processes' record
+                    rec = e.record
+                else:
+                    rec = base_record(spec, device, settings, {})
+                    rec.status, rec.reason = "error", "interrupted (SIGINT) while this case ran"
         rec.invocation_id = invocation_id
         jsonl.write(rec)
         records.append(rec)
@@ -190,7 +194,10 @@ def _progress(r: Record) -> str:
     label = r.impl if r.variant == "-" else f"{r.impl}/{r.variant}"
     head = f"{r.op} {label} {r.dtype} {r.shape_str}: {console.status_label(r)}"
     if r.process_medians_us:
-        head += f" (median of {r.processes} processes: " + ", ".join(f"{m:.2f}" for m in r.process_medians_us) + " us)"
+        head += (f" (median of {r.processes} process{'es' if r.processes != 1 else ''}: "
+                 + ", ".join(f"{m:.2f}" for m in r.process_medians_us) + " us)")
+    if r.status == "ok" and r.reason:   # e.g. interrupted after 2 of 3 processes
+        head += f" [{r.reason[:160]}]"
     if r.gbps is not None:
         pct = f", {r.pct_roof:.1f}% of roof" if r.pct_roof is not None else ""
         return f"{head} {r.median_us:.1f} us, {r.gbps:.0f} GB/s{pct}"

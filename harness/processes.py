@@ -11,6 +11,8 @@ reported as not told apart (scripts/summarize's ≈), as they should be.
 
 The checks and repeatability of every process must agree: a run that failed, errored or
 crashed in any process is the record (with which process it was), never averaged away.
+A SIGINT (a sweep's time limit) after some of a case's processes keeps what they measured:
+the record merges those (``InterruptedProcesses``), and its reason says how many of how many.
 """
 from __future__ import annotations
 
@@ -59,3 +61,23 @@ def merge(runs: list[Record]) -> Record:
         base.batch_invariant = all(r.batch_invariant for r in runs if r.batch_invariant is not None)
     base.derive_rates()
     return base
+
+
+class InterruptedProcesses(KeyboardInterrupt):
+    """A SIGINT while a case's later processes ran: ``record`` merges the ones that had
+    finished, so a time limit landing in process 3 of 3 loses no measurement."""
+
+    def __init__(self, record: Record):
+        super().__init__(record.reason)
+        self.record = record
+
+
+def partial(runs: list[Record], n: int) -> Record:
+    """The record of the ``len(runs)`` processes of ``n`` that finished before a SIGINT."""
+    rec = merge(runs)
+    if len(runs) == 1:   # merge() leaves a lone run as it is
+        rec.processes, rec.process_medians_us = 1, [rec.median_us] if rec.median_us is not None else []
+        rec.derive_rates()
+    note = f"interrupted (SIGINT) after {len(runs)} of {n} processes: the record holds those"
+    rec.reason = f"{note}; {rec.reason}" if rec.reason else note
+    return rec

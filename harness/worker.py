@@ -12,7 +12,7 @@ import traceback
 
 import torch
 
-from harness.processes import merge
+from harness.processes import InterruptedProcesses, merge, partial
 from harness.record import Record
 from harness.runner import CaseSpec, Runner, Settings, base_record
 
@@ -102,11 +102,17 @@ class IsolatedRunner:
 
     def run_in_processes(self, spec: CaseSpec, n: int) -> Record:
         """The case run ``n`` times, each in a fresh worker process, merged into its one
-        record (harness.processes). The last worker stays for the next case."""
+        record (harness.processes). The last worker stays for the next case. A SIGINT
+        after the first process raises InterruptedProcesses with the finished ones merged."""
         runs = []
         for _ in range(n):
-            self.stop()
-            runs.append(self.run(spec))
+            try:
+                self.stop()
+                runs.append(self.run(spec))
+            except KeyboardInterrupt:
+                if runs:
+                    raise InterruptedProcesses(partial(runs, n)) from None
+                raise
         return merge(runs)
 
     def run(self, spec: CaseSpec) -> Record:

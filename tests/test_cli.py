@@ -186,11 +186,16 @@ def test_a_sigint_while_the_worker_stops_kills_it_and_the_run_goes_on():
     assert _stop(calm, interrupted=False) is False and _stop(None, interrupted=True) is True
 
 
-def test_an_interrupted_run_keeps_every_record_and_says_so_in_its_exit_code(tmp_path, monkeypatch):
+@pytest.mark.parametrize("processes", [1, 3])
+def test_an_interrupted_run_keeps_every_record_and_says_so_in_its_exit_code(tmp_path, monkeypatch, capsys, processes):
     """A SIGINT in the second of three cases: the first record as it ran, the second an
     error naming the interrupt, the third skipped; all in the JSONL and the table; the
-    MLflow invocation run KILLED with interrupted = 1; exit code 130, not 0."""
+    MLflow invocation run KILLED with interrupted = 1; exit code 130, not 0. With
+    processes=3 the SIGINT lands in the second case's second process: that case's record
+    is its first process's measurement, saying so."""
     import json
+
+    from harness.processes import InterruptedProcesses, partial
 
     from hydra import compose, initialize_config_dir
     from hydra.core.hydra_config import HydraConfig
@@ -203,13 +208,22 @@ def test_an_interrupted_run_keeps_every_record_and_says_so_in_its_exit_code(tmp_
         def __init__(self, device, settings):
             self.device, self.settings, self.calls = device, settings, 0
 
+        def measured(self, spec):
+            rec = cli.base_record(spec, self.device, self.settings, {})
+            rec.status, rec.median_us, rec.timer = "ok", 5.0, "cuda_events"
+            return rec
+
         def run(self, spec):
             self.calls += 1
             if self.calls == 2:
                 raise KeyboardInterrupt
-            rec = cli.base_record(spec, self.device, self.settings, {})
-            rec.status = "ok"
-            return rec
+            return self.measured(spec)
+
+        def run_in_processes(self, spec, n):
+            self.calls += 1
+            if self.calls == 2:
+                raise InterruptedProcesses(partial([self.measured(spec)], n))
+            return self.measured(spec)
 
         def stop(self, kill=False):
             pass
@@ -218,7 +232,8 @@ def test_an_interrupted_run_keeps_every_record_and_says_so_in_its_exit_code(tmp_
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     with initialize_config_dir(config_dir=str(planning.CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=["op=copy", "impl=eager", "dtype=fp32", "shapes=[[100],[200],[300]]",
-                                           f"tracking.uri={uri}", "device=cpu"], return_hydra_config=True)
+                                           f"tracking.uri={uri}", "device=cpu", f"processes={processes}"],
+                      return_hydra_config=True)
     with open_dict(cfg):
         cfg.hydra.runtime.output_dir = str(tmp_path)
     HydraConfig.instance().set_config(cfg)
@@ -227,8 +242,13 @@ def test_an_interrupted_run_keeps_every_record_and_says_so_in_its_exit_code(tmp_
     finally:
         HydraConfig.instance().cfg = None   # not this process's other tests' Hydra config
     recs = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
-    assert [(r["shape"], r["status"]) for r in recs] == [([100], "ok"), ([200], "error"), ([300], "skipped")]
+    second = "error" if processes == 1 else "ok"
+    assert [(r["shape"], r["status"]) for r in recs] == [([100], "ok"), ([200], second), ([300], "skipped")]
     assert "interrupted" in recs[1]["reason"] and "interrupted" in recs[2]["reason"]
+    if processes > 1:
+        assert recs[1]["reason"].startswith("interrupted (SIGINT) after 1 of 3 processes")
+        assert recs[1]["process_medians_us"] == [5.0] and recs[1]["gbps"] is not None
+        assert "(median of 1 process: 5.00 us) [interrupted (SIGINT) after 1 of 3 processes" in capsys.readouterr().out
     assert (tmp_path / "table.txt").exists()
     from mlflow.tracking import MlflowClient
     client = MlflowClient(uri)

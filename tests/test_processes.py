@@ -1,4 +1,6 @@
 """harness.processes: a case's runs in several worker processes merged into one record."""
+import statistics
+
 import pytest
 
 from harness.processes import merge
@@ -49,3 +51,40 @@ def test_an_interpreter_time_claims_no_bandwidth():
     rec = merge([run(900.0, timer="wall_interpreter", gbps=None, pct_roof=None),
                  run(950.0, timer="wall_interpreter", gbps=None, pct_roof=None)])
     assert rec.median_us == 925.0 and rec.gbps is None and rec.pct_roof is None
+
+
+def _interrupted_runner(records_before_sigint):
+    """An IsolatedRunner whose processes return ``records_before_sigint``, then meet a SIGINT."""
+    import torch
+
+    from harness.runner import Settings
+    from harness.worker import IsolatedRunner
+    runner = IsolatedRunner(torch.device("cpu"), Settings(), case_timeout_s=10)
+    queue = list(records_before_sigint)
+
+    def run(spec):
+        if not queue:
+            raise KeyboardInterrupt
+        return queue.pop(0)
+    runner.run, runner.stop = run, lambda kill=False: None
+    return runner
+
+
+@pytest.mark.parametrize("finished", [[6.05, 5.28], [4.90]])
+def test_a_sigint_after_some_processes_keeps_what_they_measured(finished):
+    from harness.processes import InterruptedProcesses
+    runner = _interrupted_runner([run(m) for m in finished])
+    with pytest.raises(InterruptedProcesses) as caught:
+        runner.run_in_processes(None, 3)
+    rec = caught.value.record
+    assert rec.processes == len(finished) and rec.process_medians_us == finished
+    assert rec.median_us == pytest.approx(statistics.median(finished))
+    assert rec.status == "ok" and rec.gbps is not None
+    assert rec.reason.startswith(f"interrupted (SIGINT) after {len(finished)} of 3 processes")
+
+
+def test_a_sigint_in_the_first_process_leaves_nothing_to_keep():
+    from harness.processes import InterruptedProcesses
+    with pytest.raises(KeyboardInterrupt) as caught:
+        _interrupted_runner([]).run_in_processes(None, 3)
+    assert not isinstance(caught.value, InterruptedProcesses)
