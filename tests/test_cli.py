@@ -195,14 +195,13 @@ def test_an_interrupted_run_keeps_every_record_and_says_so_in_its_exit_code(tmp_
     is its first process's measurement, saying so."""
     import json
 
-    from harness.processes import InterruptedProcesses, partial
-
     from hydra import compose, initialize_config_dir
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
 
     from harness import cli
     from harness import plan as planning
+    from harness.processes import InterruptedProcesses, partial
 
     class InterruptedSecond:
         def __init__(self, device, settings):
