@@ -19,9 +19,9 @@ from omegaconf import DictConfig
 from harness import device as devices
 from harness import plan as planning
 from harness.errors import ConfigError
-from harness.processes import InterruptedProcesses
+from harness.processes import InterruptedProcesses, run_cell
 from harness.record import Record
-from harness.runner import Runner, Settings, base_record
+from harness.runner import CaseSpec, Runner, Settings, base_record
 from harness.sinks import console
 from harness.sinks.jsonl import JsonlSink
 from harness.timing import TimingBudget
@@ -106,35 +106,33 @@ def run(cfg: DictConfig) -> int:
     runner = None
     records: list[Record] = []
     interrupted = False
-    for i, spec in enumerate(the_plan.cases, 1):
-        if spec.skip_reason or interrupted:
-            rec = base_record(spec, device, settings, {})
-            if interrupted:
-                rec.status, rec.reason = "skipped", NOT_RUN
-        else:
-            try:
-                if runner is None:
-                    runner = _runner(cfg, device, settings)
-                rec = runner.run_in_processes(spec, processes) if processes > 1 else runner.run(spec)
-            except KeyboardInterrupt as e:
+    for cell in cells(the_plan.cases, processes):
+        runnable = [spec for spec in cell if not spec.skip_reason] if not interrupted else []
+        measured: dict[int, Record] = {}
+        if runnable:
+            if runner is None:
+                runner = _runner(cfg, device, settings)
+            measured, cut = _measure(runner, runnable, processes, device, settings)
+            if cut:
                 interrupted = True
                 print("harness: interrupted: the remaining cases are recorded as skipped", file=sys.stderr)
-                if isinstance(e, InterruptedProcesses):   # its finished processes' record
-                    rec = e.record
-                else:
-                    rec = base_record(spec, device, settings, {})
-                    rec.status, rec.reason = "error", "interrupted (SIGINT) while this case ran"
-        rec.invocation_id = invocation_id
-        jsonl.write(rec)
-        records.append(rec)
-        print(f"[{i}/{n}] {_progress(rec)}", flush=True)
-        if tracker is not None:
-            try:
-                tracker.log(rec)
-            except Exception as e:  # noqa: BLE001 - logging must never cost a result
-                tracker_note = f"MLflow logging failed: {type(e).__name__}: {str(e)[:300]}"
-                print(f"harness: {tracker_note}; the rest stays in {jsonl.path}", file=sys.stderr)
-                tracker = None
+        for spec in cell:
+            rec = measured.get(id(spec))
+            if rec is None:
+                rec = base_record(spec, device, settings, {})
+                if interrupted and not spec.skip_reason:
+                    rec.status, rec.reason = "skipped", NOT_RUN
+            rec.invocation_id = invocation_id
+            jsonl.write(rec)
+            records.append(rec)
+            print(f"[{len(records)}/{n}] {_progress(rec)}", flush=True)
+            if tracker is not None:
+                try:
+                    tracker.log(rec)
+                except Exception as e:  # noqa: BLE001 - logging must never cost a result
+                    tracker_note = f"MLflow logging failed: {type(e).__name__}: {str(e)[:300]}"
+                    print(f"harness: {tracker_note}; the rest stays in {jsonl.path}", file=sys.stderr)
+                    tracker = None
     interrupted = _stop(runner, interrupted)
 
     table = console.render(records)
@@ -165,6 +163,56 @@ def run(cfg: DictConfig) -> int:
     bad = sum(v for k, v in counts.items() if k in ("fail", "error", "crash", "timeout", "oom"))
     bad -= sum(1 for r in records if r.negative_control and r.status == "fail")
     return 1 if cfg.strict and bad else 0
+
+
+def _measure(runner, runnable: list[CaseSpec], processes: int, device, settings: Settings
+             ) -> tuple[dict[int, Record], bool]:
+    """A cell's runnable cases run (``runner.run``, or ``processes`` rounds of fresh workers):
+    their records by ``id(spec)``, and whether a SIGINT cut the cell. Cut, a case keeps the
+    merge of its finished processes; the one the SIGINT landed in, with none, is an error;
+    the cases it had not reached have no record (the caller marks them skipped)."""
+    try:
+        if processes == 1:
+            return {id(runnable[0]): runner.run(runnable[0])}, False
+        merged = run_cell(runner.run_fresh, runnable, processes,
+                          lambda spec, k, rec: _process_done(spec, k, processes, rec))
+        return {id(spec): rec for spec, rec in zip(runnable, merged)}, False
+    except KeyboardInterrupt as e:
+        kept = e.records if isinstance(e, InterruptedProcesses) else [None]
+        running = e.running if isinstance(e, InterruptedProcesses) else 0
+        measured = {}
+        for j, (spec, rec) in enumerate(zip(runnable, kept)):
+            if rec is None and j == running:
+                rec = base_record(spec, device, settings, {})
+                rec.status, rec.reason = "error", "interrupted (SIGINT) while this case ran"
+            if rec is not None:
+                measured[id(spec)] = rec
+        return measured, True
+
+
+def cells(cases: list[CaseSpec], processes: int) -> list[list[CaseSpec]]:
+    """The plan's cases in the groups that run together: with ``processes`` > 1 a cell, the
+    consecutive cases of one op, dtype and shape (the plan is shape-major), whose processes
+    interleave (harness.processes.run_cell); with one process a case at a time."""
+    groups: list[list[CaseSpec]] = []
+    for spec in cases:
+        if processes > 1 and groups and _cell_key(groups[-1][0]) == _cell_key(spec):
+            groups[-1].append(spec)
+        else:
+            groups.append([spec])
+    return groups
+
+
+def _cell_key(spec: CaseSpec) -> tuple:
+    return spec.op, spec.dtype, spec.shape
+
+
+def _process_done(spec: CaseSpec, k: int, n: int, rec: Record) -> None:
+    """A line for each finished process of a cell, whose records come when all its rounds have run."""
+    label = spec.impl if spec.variant == "-" else f"{spec.impl}/{spec.variant}"
+    time = f"{rec.median_us:.2f} us" if rec.median_us is not None else rec.status
+    print(f"  process {k} of {n}: {spec.op} {label} {spec.dtype} {'x'.join(map(str, spec.shape))}: {time}",
+          flush=True)
 
 
 def _stop(runner, interrupted: bool) -> bool:

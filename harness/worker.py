@@ -12,7 +12,6 @@ import traceback
 
 import torch
 
-from harness.processes import InterruptedProcesses, merge, partial
 from harness.record import Record
 from harness.runner import CaseSpec, Runner, Settings, base_record
 
@@ -100,20 +99,11 @@ class IsolatedRunner:
     def _record(self, spec: CaseSpec) -> Record:
         return base_record(spec, self.device, self.settings, self.info.get("provenance", {}))
 
-    def run_in_processes(self, spec: CaseSpec, n: int) -> Record:
-        """The case run ``n`` times, each in a fresh worker process, merged into its one
-        record (harness.processes). The last worker stays for the next case. A SIGINT
-        after the first process raises InterruptedProcesses with the finished ones merged."""
-        runs = []
-        for _ in range(n):
-            try:
-                self.stop()
-                runs.append(self.run(spec))
-            except KeyboardInterrupt:
-                if runs:
-                    raise InterruptedProcesses(partial(runs, n)) from None
-                raise
-        return merge(runs)
+    def run_fresh(self, spec: CaseSpec) -> Record:
+        """The case in a new worker process (``processes=N``: harness.processes.run_cell).
+        The worker stays for the next case."""
+        self.stop()
+        return self.run(spec)
 
     def run(self, spec: CaseSpec) -> Record:
         try:

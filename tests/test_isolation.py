@@ -51,3 +51,21 @@ def test_a_worker_slow_to_exit_is_killed_after_its_grace(monkeypatch):
     finally:
         runner.stop(kill=True)
     assert not worker.is_alive() and took < runner.exit_grace_s + 5, took
+
+
+@pytest.mark.slow
+def test_processes_interleave_a_cells_impls_and_a_crash_costs_only_its_own(tmp_path):
+    """processes=2: the two impls of one shape take turns (round 2 starts at the second),
+    each process in a fresh worker; the crashing one's record is its crash, and it runs in
+    no second process; the other's record merges its two."""
+    proc, records = harness(tmp_path, "op=rmsnorm", "impl=[broken,eager]", "variant=[crashes,-]",
+                            "shapes=[[4,64]]", "processes=2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    turns = [line.split(": ")[0].strip() for line in proc.stdout.splitlines() if line.startswith("  process ")]
+    assert turns == ["process 1 of 2", "process 1 of 2", "process 2 of 2"], proc.stdout
+    order = [line.split()[5] for line in proc.stdout.splitlines() if line.startswith("  process ")]
+    assert order == ["broken/crashes", "eager", "eager"], proc.stdout
+    by = {r["impl"]: r for r in records}
+    assert by["broken"]["status"] == "crash" and by["broken"]["reason"].startswith("in process 1 of 2: ")
+    assert by["eager"]["status"] == "ok" and len(by["eager"]["process_medians_us"]) == 2
+    assert len(set(by["eager"]["provenance"]["worker_pids"])) == 2

@@ -3,7 +3,7 @@ import statistics
 
 import pytest
 
-from harness.processes import merge
+from harness.processes import InterruptedProcesses, merge, partial, rounds, run_cell
 from harness.record import Record
 
 
@@ -53,38 +53,86 @@ def test_an_interpreter_time_claims_no_bandwidth():
     assert rec.median_us == 925.0 and rec.gbps is None and rec.pct_roof is None
 
 
-def _interrupted_runner(records_before_sigint):
-    """An IsolatedRunner whose processes return ``records_before_sigint``, then meet a SIGINT."""
-    import torch
+def _cut_after(medians):
+    """A run_fresh whose processes measure ``medians`` in turn, then meet a SIGINT."""
+    queue = list(medians)
 
-    from harness.runner import Settings
-    from harness.worker import IsolatedRunner
-    runner = IsolatedRunner(torch.device("cpu"), Settings(), case_timeout_s=10)
-    queue = list(records_before_sigint)
-
-    def run(spec):
+    def run_fresh(spec):
         if not queue:
             raise KeyboardInterrupt
-        return queue.pop(0)
-    runner.run, runner.stop = run, lambda kill=False: None
-    return runner
+        return run(queue.pop(0), impl=spec)
+    return run_fresh
 
 
 @pytest.mark.parametrize("finished", [[6.05, 5.28], [4.90]])
 def test_a_sigint_after_some_processes_keeps_what_they_measured(finished):
-    from harness.processes import InterruptedProcesses
-    runner = _interrupted_runner([run(m) for m in finished])
     with pytest.raises(InterruptedProcesses) as caught:
-        runner.run_in_processes(None, 3)
-    rec = caught.value.record
-    assert rec.processes == len(finished) and rec.process_medians_us == finished
+        run_cell(_cut_after(finished), ["triton"], 3)
+    (rec,), running = caught.value.records, caught.value.running
+    assert running == 0 and rec.processes == len(finished) and rec.process_medians_us == finished
     assert rec.median_us == pytest.approx(statistics.median(finished))
     assert rec.status == "ok" and rec.gbps is not None
     assert rec.reason.startswith(f"interrupted (SIGINT) after {len(finished)} of 3 processes")
 
 
 def test_a_sigint_in_the_first_process_leaves_nothing_to_keep():
-    from harness.processes import InterruptedProcesses
-    with pytest.raises(KeyboardInterrupt) as caught:
-        _interrupted_runner([]).run_in_processes(None, 3)
-    assert not isinstance(caught.value, InterruptedProcesses)
+    with pytest.raises(InterruptedProcesses) as caught:
+        run_cell(_cut_after([]), ["triton"], 3)
+    assert caught.value.records == [None] and caught.value.running == 0
+
+
+def test_a_cells_cases_take_turns_each_round_starting_one_later():
+    assert rounds(3, 3) == [[0, 1, 2], [1, 2, 0], [2, 0, 1]]
+    assert rounds(2, 3) == [[0, 1], [1, 0], [0, 1]] and rounds(1, 2) == [[0], [0]]
+    order, heard = [], []
+
+    def run_fresh(spec):
+        order.append(spec)
+        return run(4.0 + len(order) / 100, impl=spec)
+    recs = run_cell(run_fresh, ["triton", "liger", "torch_compile"], 3,
+                    lambda spec, k, rec: heard.append((spec, k)))
+    assert order == ["triton", "liger", "torch_compile", "liger", "torch_compile", "triton",
+                     "torch_compile", "triton", "liger"]
+    assert heard == [(spec, k) for k, spec in zip([1, 1, 1, 2, 2, 2, 3, 3, 3], order)]
+    assert [r.impl for r in recs] == ["triton", "liger", "torch_compile"]   # the specs' order
+    assert recs[0].process_medians_us == pytest.approx([4.01, 4.06, 4.08])   # its own processes
+
+
+def test_a_sigint_mid_cell_keeps_every_case_that_finished_a_process():
+    """Cut in round 1 at the second case: the first keeps its one process, the second (the
+    one cut) and the third (not reached) have none. Cut in round 2: all three keep round 1."""
+    with pytest.raises(InterruptedProcesses) as caught:
+        run_cell(_cut_after([5.0]), ["a", "b", "c"], 3)
+    first, second, third = caught.value.records
+    assert caught.value.running == 1 and second is third is None
+    assert first.processes == 1 and first.reason.startswith("interrupted (SIGINT) after 1 of 3")
+    with pytest.raises(InterruptedProcesses) as caught:
+        run_cell(_cut_after([5.0, 5.1, 5.2, 5.3]), ["a", "b", "c"], 3)   # round 2: b, then c is cut
+    assert caught.value.running == 2
+    assert [r.process_medians_us for r in caught.value.records] == [[5.0], [5.1, 5.3], [5.2]]
+
+
+def test_a_case_that_errored_crashed_or_timed_out_runs_in_no_further_process():
+    """Its record is decided (merge keeps the first such run): a hang must not cost
+    case_timeout_s in every round. A failed check is timed: it runs on, and says in how many."""
+    ran = []
+
+    def run_fresh(spec):
+        ran.append(spec)
+        if spec == "hangs":
+            return run(5.0, status="timeout", passed=None, median_us=None, reason="no result within 20 s")
+        if spec == "wrong" and ran.count("wrong") == 1:
+            return run(5.0, status="fail", passed=False, reason="1 of 6 checks failed")
+        return run(5.0)
+    hangs, wrong, fine = run_cell(run_fresh, ["hangs", "wrong", "fine"], 3)
+    assert ran.count("hangs") == 1 and ran.count("wrong") == 3 and ran.count("fine") == 3
+    assert hangs.status == "timeout" and hangs.processes == 1
+    assert hangs.reason == "in process 1 of 3: no result within 20 s"
+    assert wrong.status == "fail" and wrong.reason == "failed in 1 of 3 processes: 1 of 6 checks failed"
+    assert fine.processes == 3
+
+
+def test_a_sigint_after_a_crash_keeps_the_crash_as_it_is():
+    crashed = run(5.0, status="crash", passed=None, median_us=None, reason="exit code 139")
+    rec = partial([crashed], 3)
+    assert rec.status == "crash" and rec.reason == "in process 1 of 3: exit code 139"
