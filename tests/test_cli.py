@@ -186,6 +186,27 @@ def test_a_sigint_while_the_worker_stops_kills_it_and_the_run_goes_on():
     assert _stop(calm, interrupted=False) is False and _stop(None, interrupted=True) is True
 
 
+def _run_with(tmp_path, monkeypatch, runner_cls, overrides):
+    """cli.run in this process on ``overrides``, its cases run by ``runner_cls(device,
+    settings)``: (the config, the exit code). The JSONL lands in tmp_path."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict
+
+    from harness import cli
+    from harness import plan as planning
+    monkeypatch.setattr(cli, "_runner", lambda cfg, device, settings: runner_cls(device, settings))
+    with initialize_config_dir(config_dir=str(planning.CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=overrides, return_hydra_config=True)
+    with open_dict(cfg):
+        cfg.hydra.runtime.output_dir = str(tmp_path)
+    HydraConfig.instance().set_config(cfg)
+    try:
+        return cfg, cli.run(cfg)
+    finally:
+        HydraConfig.instance().cfg = None   # not this process's other tests' Hydra config
+
+
 @pytest.mark.parametrize("processes", [1, 3])
 def test_an_interrupted_run_keeps_every_record_and_says_so_in_its_exit_code(tmp_path, monkeypatch, capsys, processes):
     """A SIGINT in the second of three cases: the first record as it ran, the second an
@@ -195,12 +216,7 @@ def test_an_interrupted_run_keeps_every_record_and_says_so_in_its_exit_code(tmp_
     is its first process's measurement, saying so."""
     import json
 
-    from hydra import compose, initialize_config_dir
-    from hydra.core.hydra_config import HydraConfig
-    from omegaconf import open_dict
-
     from harness import cli
-    from harness import plan as planning
 
     class InterruptedSecond:
         """Its second case meets a SIGINT: at once with one process, in its second process
@@ -225,19 +241,11 @@ def test_an_interrupted_run_keeps_every_record_and_says_so_in_its_exit_code(tmp_
         def stop(self, kill=False):
             pass
 
-    monkeypatch.setattr(cli, "_runner", lambda cfg, device, settings: InterruptedSecond(device, settings))
     uri = f"sqlite:///{tmp_path}/mlflow.db"
-    with initialize_config_dir(config_dir=str(planning.CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=["op=copy", "impl=eager", "dtype=fp32", "shapes=[[100],[200],[300]]",
-                                           f"tracking.uri={uri}", "device=cpu", f"processes={processes}"],
-                      return_hydra_config=True)
-    with open_dict(cfg):
-        cfg.hydra.runtime.output_dir = str(tmp_path)
-    HydraConfig.instance().set_config(cfg)
-    try:
-        assert cli.run(cfg) == cli.INTERRUPTED_EXIT == 130
-    finally:
-        HydraConfig.instance().cfg = None   # not this process's other tests' Hydra config
+    cfg, code = _run_with(tmp_path, monkeypatch, InterruptedSecond,
+                          ["op=copy", "impl=eager", "dtype=fp32", "shapes=[[100],[200],[300]]",
+                           f"tracking.uri={uri}", "device=cpu", f"processes={processes}"])
+    assert code == cli.INTERRUPTED_EXIT == 130
     recs = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
     second = "error" if processes == 1 else "ok"
     assert [(r["shape"], r["status"]) for r in recs] == [([100], "ok"), ([200], second), ([300], "skipped")]
@@ -252,6 +260,45 @@ def test_an_interrupted_run_keeps_every_record_and_says_so_in_its_exit_code(tmp_
     exp = client.get_experiment_by_name(str(cfg.tracking.experiment))
     (inv,) = client.search_runs([exp.experiment_id], "tags.`harness.kind` = 'invocation'")
     assert inv.info.status == "KILLED" and inv.data.metrics["interrupted"] == 1.0
+
+
+def test_a_sigint_mid_cell_keeps_each_impls_finished_processes(tmp_path, monkeypatch, capsys):
+    """processes=3, two impls of a shape (one cell) and a second shape: the SIGINT lands in
+    round 2 (its order: triton, then eager) at eager. eager keeps round 1, triton rounds 1
+    and 2; the second shape's cases are skipped."""
+    import json
+
+    from harness import cli
+    calls = []
+
+    class CutInRoundTwo:
+        def __init__(self, device, settings):
+            self.device, self.settings = device, settings
+
+        def run_fresh(self, spec):
+            calls.append((spec.impl, spec.shape))
+            if len(calls) == 4:
+                raise KeyboardInterrupt
+            rec = cli.base_record(spec, self.device, self.settings, {})
+            rec.status, rec.median_us, rec.timer = "ok", 5.0 + len(calls) / 10, "cuda_events"
+            return rec
+
+        def stop(self, kill=False):
+            pass
+
+    cfg, code = _run_with(tmp_path, monkeypatch, CutInRoundTwo,
+                          ["op=copy", "impl=[eager,triton]", "dtype=fp32", "shapes=[[100],[200]]",
+                           "tracking=none", "device=cpu", "processes=3"])
+    assert code == cli.INTERRUPTED_EXIT
+    assert calls == [("eager", (100,)), ("triton", (100,)), ("triton", (100,)), ("eager", (100,))]
+    recs = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    got = [(r["impl"], r["shape"], r["status"], r["process_medians_us"]) for r in recs]
+    assert got == [("eager", [100], "ok", [5.1]), ("triton", [100], "ok", [5.2, 5.3]),
+                   ("eager", [200], "skipped", []), ("triton", [200], "skipped", [])]
+    assert recs[0]["reason"].startswith("interrupted (SIGINT) after 1 of 3 processes")
+    assert recs[1]["reason"].startswith("interrupted (SIGINT) after 2 of 3 processes")
+    out = capsys.readouterr().out
+    assert "  process 2 of 3: copy triton float32 100: 5.30 us" in out
 
 
 def test_processes_runs_each_case_in_fresh_workers_and_merges_their_medians(tmp_path):
