@@ -44,7 +44,16 @@ def compile_sm90(fn, signature, constexprs, num_warps, aligned):
     first_sync = next((i for i, op in enumerate(opcodes) if op in ("SHFL", "BAR")), len(opcodes))
     ops["sass:LDG_before_sync"] = opcodes[:first_sync].count("LDG")
     ops["sass:LDG_predicated"] = len(re.findall(r"/\*[0-9a-f]{4}\*/\s+@!?P\w+\s+LDG", sass))
+    # the global stores, atomics, barriers and L2 loads in program order (the one-launch
+    # reductions' ticket: a partial's store, a barrier, the ticket's acq_rel atomic)
+    ops["order"] = " ".join(m.split(".")[0] + (".acq_rel" if "acq_rel" in m else "") + (".cg" if ".cg" in m else "")
+                            for m in re.findall(r"(?:st\.global|atom\.global|ld\.global\.cg|bar\.sync)\S*",
+                                                kernel.asm["ptx"]))
     return ops, local
+
+
+def reduce_args(p):
+    return {"x_ptr": p, "out_ptr": "*fp32", "scratch_ptr": "*fp32", "ticket_ptr": "*i32", "n": "i32", "programs": "i32"}
 
 
 def kernels():
@@ -55,7 +64,7 @@ def kernels():
     from impls.rmsnorm_silu_mul_add.triton import _fused, _pointwise
     from impls.scale.triton import _scale
     from impls.softmax.triton import _softmax
-    from impls.sum.triton import _reduce_partials, _reduce_tiles
+    from impls.sum.triton import _reduce_1d
     row = {"rows": "i32", "cols": "i32", "programs": "i32"}
     XY = ("x_ptr", "y_ptr")
     out = []
@@ -66,12 +75,14 @@ def kernels():
             ("scale", _scale, {"x_ptr": p, "y_ptr": p, "a": "fp32", "n": "i32"}, {"BLOCK": 8192}, 8, XY, True),
             ("pointwise", _pointwise, {"a_ptr": p, "b_ptr": p, "y_ptr": p, "n": "i32"},
              {"OP": 1, "BLOCK": 8192}, 8, ("a_ptr", "b_ptr", "y_ptr"), True),
-            ("sum", _reduce_tiles, {"x_ptr": p, "out_ptr": "*fp32", "n": "i32", "programs": "i32"},
-             {"IS_MAX": False, "ATOMIC": True, "BLOCK": 4096}, 8, ("x_ptr",), True),
-            ("max", _reduce_tiles, {"x_ptr": p, "out_ptr": "*fp32", "n": "i32", "programs": "i32"},
-             {"IS_MAX": True, "ATOMIC": False, "BLOCK": 4096}, 8, ("x_ptr", "out_ptr"), True),
-            ("partials", _reduce_partials, {"p_ptr": "*fp32", "out_ptr": "*fp32", "programs": "i32"},
-             {"IS_MAX": True, "BLOCK": 2048}, 4, ("p_ptr",), False),
+            ("sum", _reduce_1d, reduce_args(p), {"IS_MAX": False, "ATOMIC": True, "ONE_PROGRAM": False,
+                                                 "BLOCK": 4096, "P_BLOCK": 1024}, 8, ("x_ptr",), True),
+            ("max", _reduce_1d, reduce_args(p), {"IS_MAX": True, "ATOMIC": False, "ONE_PROGRAM": False,
+                                                 "BLOCK": 4096, "P_BLOCK": 1024}, 8, ("x_ptr", "scratch_ptr"), True),
+            ("sum_two_pass", _reduce_1d, reduce_args(p), {"IS_MAX": False, "ATOMIC": False, "ONE_PROGRAM": False,
+                                                          "BLOCK": 4096, "P_BLOCK": 1024}, 8, ("x_ptr", "scratch_ptr"), True),
+            ("sum_one_program", _reduce_1d, reduce_args(p), {"IS_MAX": False, "ATOMIC": False, "ONE_PROGRAM": True,
+                                                             "BLOCK": 4096, "P_BLOCK": 1}, 8, ("x_ptr",), True),
         ]
         group = 8 if dt == "bf16" else 4
         for cols, rows, warps in ((4096, 2, 8), (16384, 1, 32)):

@@ -229,3 +229,36 @@ def test_a_persistent_grid_is_what_the_gpu_runs_at_once(warps):
     assert launches[0].programs == per_sm * sm_count(x.device) and launches[1].programs == rows
     assert 1 <= per_sm <= 64 // warps
     assert programs_per_sm(launches[0].binary) == per_sm   # the binary it ran: its own count
+
+
+@pytest.mark.parametrize("is_max", [False, True], ids=["sum", "max"])
+@pytest.mark.parametrize("atomic", [False, True], ids=["two_pass", "atomic"])
+def test_the_one_launch_reduction_holds_over_many_launches(is_max, atomic):
+    """The program that takes the last ticket reduces every program's partial
+    (impls/sum/triton.py). 1000 launches back to back, no sync between, on an input that
+    alternates between a and a + 1 (so that a partial left from the launch before, or not
+    yet visible, moves the result), each result copied aside on the GPU in stream order:
+    every one agrees with float64, the two-pass ones and the maxes bit for bit with each
+    other, and the counter is back at 0 after them."""
+    from impls.sum.triton import reduce_1d
+    for n in (4097, 1000003, 16777259):   # 2, 245 and 1056 programs on the H200
+        gen = torch.Generator(device="cuda").manual_seed(n)
+        a = torch.rand(n, device="cuda", generator=gen) + 0.5
+        b = a + 1.0
+        x, out = torch.empty_like(a), torch.empty((), device="cuda")
+        launch = reduce_1d(x, out, is_max=is_max, atomic=atomic)
+        results = torch.empty(1000, device="cuda")
+        for i in range(len(results)):
+            x.copy_(a if i % 2 == 0 else b)
+            launch()
+            results[i] = out
+        torch.cuda.synchronize()
+        for got, src in ((results[0::2], a), (results[1::2], b)):
+            ref = src.double().max() if is_max else src.double().sum()
+            worst = float((got.double() - ref).abs().max())
+            # a partial missed or stale moves a sum by ~1/P of it (>= 1e-3 here), far past
+            # fp32's rounding of these positive sums (~1e-7-1e-6)
+            assert worst <= (0.0 if is_max else 1e-5 * float(ref)), (n, worst, float(ref))
+            if is_max or not atomic:
+                assert torch.unique(got).numel() == 1, (n, torch.unique(got)[:5])
+        assert int(launch.ticket.item()) == 0, n

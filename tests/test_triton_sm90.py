@@ -169,3 +169,20 @@ def test_a_folded_row_sum_stays_in_registers(report):
         assert smem(fold) == smem(nofold), (dt, warps, smem(fold), smem(nofold))
     forced = smem("layernorm_two_pass16w_forced:*bf16")
     assert forced["STS"] > smem("layernorm_two_pass16w_nofold:*bf16")["STS"], forced
+
+
+def test_the_one_launch_reductions_publish_each_partial_before_its_ticket(report):
+    """impls/sum/triton.py: a program's partial (a store, or the atomic add) is followed by
+    a barrier, then the ticket's acq_rel atomic at GPU scope; the program with the last
+    ticket reads the partials from L2 (.cg) after a barrier (the ticket's broadcast), and
+    resets the counter last. A relaxed ticket, or a plain (L1) read of the partials,
+    would let the last program sum partials not yet visible to it."""
+    for name in ("sum_two_pass:*bf16", "max:*fp32"):
+        order = report[name]["ops"]["order"]
+        assert "st bar atom.acq_rel bar ld.cg" in order, (name, order)
+        assert order.endswith("st st"), (name, order)   # the result, then the counter reset
+        assert report[name]["ops"]["atom.global.gpu.acq_rel.add.u32"] == 1, report[name]["ops"]
+    order = report["sum:*bf16"]["ops"]["order"]   # atomic: the add, a barrier, the ticket; the read
+    assert "atom bar atom.acq_rel" in order and order.count("atom.acq_rel") == 2, order
+    assert order.endswith("st st st"), order      # the accumulator reset, the result, the counter
+    assert "atom" not in report["sum_one_program:*bf16"]["ops"]["order"]
