@@ -175,7 +175,7 @@ def _measure(runner, runnable: list[CaseSpec], processes: int, device, settings:
         if processes == 1:
             return {id(runnable[0]): runner.run(runnable[0])}, False
         merged = run_cell(runner.run_fresh, runnable, processes,
-                          lambda spec, k, rec: _process_done(spec, k, processes, rec))
+                          lambda spec, k, rec: _process_done(k, processes, rec))
         return {id(spec): rec for spec, rec in zip(runnable, merged)}, False
     except KeyboardInterrupt as e:
         kept = e.records if isinstance(e, InterruptedProcesses) else [None]
@@ -207,12 +207,10 @@ def _cell_key(spec: CaseSpec) -> tuple:
     return spec.op, spec.dtype, spec.shape
 
 
-def _process_done(spec: CaseSpec, k: int, n: int, rec: Record) -> None:
+def _process_done(k: int, n: int, rec: Record) -> None:
     """A line for each finished process of a cell, whose records come when all its rounds have run."""
-    label = spec.impl if spec.variant == "-" else f"{spec.impl}/{spec.variant}"
     time = f"{rec.median_us:.2f} us" if rec.median_us is not None else rec.status
-    print(f"  process {k} of {n}: {spec.op} {label} {spec.dtype} {'x'.join(map(str, spec.shape))}: {time}",
-          flush=True)
+    print(f"  process {k} of {n}: {rec.case_label}: {time}", flush=True)
 
 
 def _stop(runner, interrupted: bool) -> bool:
@@ -239,8 +237,7 @@ def _runner(cfg: DictConfig, device, settings: Settings):
 
 
 def _progress(r: Record) -> str:
-    label = r.impl if r.variant == "-" else f"{r.impl}/{r.variant}"
-    head = f"{r.op} {label} {r.dtype} {r.shape_str}: {console.status_label(r)}"
+    head = f"{r.case_label}: {console.status_label(r)}"
     if r.process_medians_us:
         head += (f" (median of {r.processes} process{'es' if r.processes != 1 else ''}: "
                  + ", ".join(f"{m:.2f}" for m in r.process_medians_us) + " us)")

@@ -101,6 +101,16 @@ class Record:
         return "x".join(str(n) for n in self.shape)
 
     @property
+    def impl_label(self) -> str:
+        """The impl as tables and logs name it: ``triton/two_pass``, or ``eager`` (no variant)."""
+        return self.impl if self.variant == "-" else f"{self.impl}/{self.variant}"
+
+    @property
+    def case_label(self) -> str:
+        """The case in one line of a log: ``rmsnorm triton bfloat16 16x4096``."""
+        return f"{self.op} {self.impl_label} {self.dtype} {self.shape_str}"
+
+    @property
     def series_key(self) -> tuple[str, str, str, str]:
         return (self.op, series_label(self.impl, self.impl_config), self.variant, self.dtype)
 

@@ -27,17 +27,13 @@ def _binv(r: Record) -> str:
     return "-" if r.batch_invariant is None else ("yes" if r.batch_invariant else "no")
 
 
-def _impl(r: Record) -> str:
-    return r.impl if r.variant == "-" else f"{r.impl}/{r.variant}"
-
-
 def _time(r: Record) -> str:
     if r.median_us is None:
         return "-"
     return f"{r.median_us:.1f}" + ("*" if r.timer == "wall_interpreter" else "")
 
 
-COLUMNS = [("shape", 13, lambda r: r.shape_str), ("impl", 26, _impl),
+COLUMNS = [("shape", 13, lambda r: r.shape_str), ("impl", 26, lambda r: r.impl_label),
            ("time_us", 10, _time), ("GB/s", 8, lambda r: _f(r.gbps, ".0f")),
            ("%roof", 6, lambda r: _f(r.pct_roof, ".1f")),
            ("%sust", 6, lambda r: _f(r.pct_roof_sustained, ".1f")),
@@ -79,9 +75,9 @@ def _pivot(recs: list[Record]) -> list[str]:
     timed = [r for r in recs if r.gbps is not None]
     if not timed:
         return []
-    impls = list(dict.fromkeys(_impl(r) for r in recs))
+    impls = list(dict.fromkeys(r.impl_label for r in recs))
     shapes = list(dict.fromkeys(r.shape_str for r in recs))
-    cell = {(r.shape_str, _impl(r)): r for r in recs}
+    cell = {(r.shape_str, r.impl_label): r for r in recs}
     width = max(14, *(len(i) for i in impls))
 
     def show(r):
@@ -111,13 +107,13 @@ def _summary(records: list[Record]) -> list[str]:
     problems = [r for r in records if r.status not in ("ok", "skipped")
                 and not (r.negative_control and r.status == "fail")]
     for r in problems[:20]:
-        lines.append(f"  {status_label(r)} {r.op} {_impl(r)} {r.dtype} {r.shape_str}: {r.reason[:300]}")
+        lines.append(f"  {status_label(r)} {r.case_label}: {r.reason[:300]}")
     if len(problems) > 20:
         lines.append(f"  ... and {len(problems) - 20} more (see results.jsonl)")
     skipped: dict[tuple[str, str], str] = {}
     for r in records:
         if r.status == "skipped":
-            skipped.setdefault((_impl(r), r.reason), r.op)
+            skipped.setdefault((r.impl_label, r.reason), r.op)
     for (impl, reason), _op in sorted(skipped.items()):
         lines.append(f"  skipped {impl}: {reason}")
     return lines

@@ -75,10 +75,6 @@ def _ms(ts: str) -> int:
         return int(time.time() * 1000)
 
 
-def _impl_label(r: Record) -> str:
-    return r.impl if r.variant == "-" else f"{r.impl}/{r.variant}"
-
-
 class MlflowLogger:
     def __init__(self, uri: str, experiment: str, parent_run_id: str | None = None,
                  group: str | None = None):
@@ -173,7 +169,7 @@ class MlflowLogger:
                     "harness.series": series, "mlflow.parentRunId": parent, "op": r.op,
                     "impl": r.impl, "variant": r.variant, "dtype": r.dtype, "gpu": gpu}
             run = self.client.create_run(self.experiment_id, start_time=_ms(r.timestamp), tags=tags,
-                                         run_name=f"{r.op} · {_impl_label(r)} · {r.dtype}")
+                                         run_name=f"{r.op} · {r.impl_label} · {r.dtype}")
             from mlflow.entities import Param
             self.client.log_batch(run.info.run_id, params=[
                 Param("op", r.op), Param("impl", r.impl), Param("variant", r.variant),
@@ -215,7 +211,7 @@ class MlflowLogger:
                 "negative_control": str(r.negative_control).lower(),
                 **{k: str(prov.get(k)) for k in PROVENANCE_TAGS if prov.get(k) is not None}}
         run = self.client.create_run(self.experiment_id, start_time=ts, tags=tags,
-                                     run_name=f"{r.op} {_impl_label(r)} {r.dtype} {r.shape_str}")
+                                     run_name=r.case_label)
         run_id = run.info.run_id
         self.client.log_batch(
             run_id,
