@@ -32,39 +32,44 @@ def _max_keeping_nan(v):
 
 
 @triton.jit
+def _combine(acc, x, IS_MAX: tl.constexpr):
+    if IS_MAX:
+        return tl.maximum(acc, x, propagate_nan=tl.PropagateNan.ALL)
+    return acc + x
+
+
+@triton.jit
+def _reduce_lanes(v, IS_MAX: tl.constexpr):
+    if IS_MAX:
+        return _max_keeping_nan(v)
+    return tl.sum(v, 0)
+
+
+@triton.jit
 def _reduce_1d(x_ptr, out_ptr, scratch_ptr, ticket_ptr, n, programs, IS_MAX: tl.constexpr,
                ATOMIC: tl.constexpr, ONE_PROGRAM: tl.constexpr, BLOCK: tl.constexpr,
                P_BLOCK: tl.constexpr):
-    pid = tl.program_id(0)
-    if IS_MAX:
-        acc = tl.full([BLOCK], float("-inf"), tl.float32)
+    if IS_MAX:   # the reduction's identity: what padding lanes and an idle accumulator hold
+        identity = float("-inf")
     else:
-        acc = tl.zeros([BLOCK], tl.float32)
+        identity = 0.0
+    pid = tl.program_id(0)
+    acc = tl.full([BLOCK], identity, tl.float32)
     full_tiles = n // BLOCK
     for tile in range(pid, full_tiles, programs):
         x = tl.load(x_ptr + tl.cast(tile, tl.int64) * BLOCK + tl.arange(0, BLOCK),
                     eviction_policy="evict_first").to(tl.float32)
-        if IS_MAX:
-            acc = tl.maximum(acc, x, propagate_nan=tl.PropagateNan.ALL)
-        else:
-            acc += x
+        acc = _combine(acc, x, IS_MAX)
     if pid == programs - 1:
         offs = tl.cast(full_tiles, tl.int64) * BLOCK + tl.arange(0, BLOCK)
-        if IS_MAX:
-            x = tl.load(x_ptr + offs, mask=offs < n, other=float("-inf")).to(tl.float32)
-            acc = tl.maximum(acc, x, propagate_nan=tl.PropagateNan.ALL)
-        else:
-            acc += tl.load(x_ptr + offs, mask=offs < n, other=0.0).to(tl.float32)
-    if IS_MAX:
-        # A NaN of either sign comes out as the canonical +NaN: Triton's float atomic_max
-        # orders by sign bit, and only a +NaN then wins against every other value.
-        partial = _max_keeping_nan(acc)
-    else:
-        partial = tl.sum(acc, 0)
+        acc = _combine(acc, tl.load(x_ptr + offs, mask=offs < n, other=identity).to(tl.float32), IS_MAX)
+    # A max's NaN of either sign comes out as the canonical +NaN: Triton's float atomic_max
+    # orders by sign bit, and only a +NaN then wins against every other value.
+    partial = _reduce_lanes(acc, IS_MAX)
     if ONE_PROGRAM:
         tl.store(out_ptr, partial)
     else:
-        if ATOMIC:   # scratch: the accumulator, -inf or 0 between launches
+        if ATOMIC:   # scratch: the accumulator, holding the identity between launches
             if IS_MAX:
                 tl.atomic_max(scratch_ptr, partial, sem="relaxed")
             else:
@@ -80,23 +85,16 @@ def _reduce_1d(x_ptr, out_ptr, scratch_ptr, ticket_ptr, n, programs, IS_MAX: tl.
         if ticket == programs - 1:
             if ATOMIC:   # read the accumulator where the atomics are done (L2), then reset it
                 if IS_MAX:
-                    total = tl.atomic_max(scratch_ptr, float("-inf"), sem="acq_rel", scope="gpu")
-                    tl.debug_barrier()
-                    tl.store(scratch_ptr, float("-inf"))
+                    total = tl.atomic_max(scratch_ptr, identity, sem="acq_rel", scope="gpu")
                 else:
-                    total = tl.atomic_add(scratch_ptr, 0.0, sem="acq_rel", scope="gpu")
-                    tl.debug_barrier()
-                    tl.store(scratch_ptr, 0.0)
+                    total = tl.atomic_add(scratch_ptr, identity, sem="acq_rel", scope="gpu")
+                tl.debug_barrier()
+                tl.store(scratch_ptr, identity)
             else:
                 offs = tl.arange(0, P_BLOCK)
                 # .cg: from L2, where the other SMs' partials are (an SM's L1 is not coherent)
-                if IS_MAX:
-                    p = tl.load(scratch_ptr + offs, mask=offs < programs, other=float("-inf"),
-                                cache_modifier=".cg")
-                    total = _max_keeping_nan(p)
-                else:
-                    p = tl.load(scratch_ptr + offs, mask=offs < programs, other=0.0, cache_modifier=".cg")
-                    total = tl.sum(p, 0)
+                p = tl.load(scratch_ptr + offs, mask=offs < programs, other=identity, cache_modifier=".cg")
+                total = _reduce_lanes(p, IS_MAX)
             tl.store(out_ptr, total)
             tl.store(ticket_ptr, 0)   # ready for the binding's next launch
 
