@@ -81,8 +81,13 @@ def kernels():
                                                  "BLOCK": 4096, "P_BLOCK": 1024}, 8, ("x_ptr", "scratch_ptr"), True),
             ("sum_two_pass", _reduce_1d, reduce_args(p), {"IS_MAX": False, "ATOMIC": False, "ONE_PROGRAM": False,
                                                           "BLOCK": 4096, "P_BLOCK": 1024}, 8, ("x_ptr", "scratch_ptr"), True),
+            # one masked load of the tile: 16-byte loads where n is a multiple of 16, as Triton
+            # then specialises it (the sweep's 4096); other n load element by element, as the
+            # ragged tail of any length does
             ("sum_one_program", _reduce_1d, reduce_args(p), {"IS_MAX": False, "ATOMIC": False, "ONE_PROGRAM": True,
-                                                             "BLOCK": 4096, "P_BLOCK": 1}, 8, ("x_ptr",), True),
+                                                             "BLOCK": 4096, "P_BLOCK": 1}, 8, ("x_ptr", "n"), True),
+            ("max_one_program", _reduce_1d, reduce_args(p), {"IS_MAX": True, "ATOMIC": False, "ONE_PROGRAM": True,
+                                                             "BLOCK": 4096, "P_BLOCK": 1}, 8, ("x_ptr", "n"), True),
         ]
         group = 8 if dt == "bf16" else 4
         for cols, rows, warps in ((4096, 2, 8), (16384, 1, 32)):

@@ -13,8 +13,8 @@ the ragged tail. Then one tl.sum/tl.max tree per program gives its partial.
             from run to run.
 Both used to take two launches (a finishing kernel over the partials; a memset before the
 atomics): at 1000003 elements a launch is most of the time (H200, r80: two_pass 9.1 us per
-launch, 3.4 us in a CUDA graph). Where one program covers x (n <= BLOCK) its partial is the
-result: no ticket. The counter and accumulator belong to one binding, whose launches run in
+launch, 3.4 us in a CUDA graph). Where one program covers x (n <= BLOCK) it loads x once,
+reduces it in one tree and writes the result: no loop, no tail, no ticket. The counter and accumulator belong to one binding, whose launches run in
 stream order (each ends with them reset); two launches of one binding must not overlap.
 """
 import triton
@@ -25,23 +25,26 @@ from impls._frameworks.triton import bound_launch, configured, interpreting, nex
 
 
 @triton.jit
-def _max_keeping_nan(v):
-    """tl.max drops NaN (maxnum); the op says NaN propagates, so count the NaN lanes too."""
-    has_nan = tl.sum((v != v).to(tl.int32), 0) > 0
-    return tl.where(has_nan, float("nan"), tl.max(v, 0))
+def _max_nan(a, b):
+    """The maximum that keeps NaN (max.NaN on sm_80 and later); tl.max's maxnum drops it."""
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
 
 
 @triton.jit
 def _combine(acc, x, IS_MAX: tl.constexpr):
     if IS_MAX:
-        return tl.maximum(acc, x, propagate_nan=tl.PropagateNan.ALL)
+        return _max_nan(acc, x)
     return acc + x
 
 
 @triton.jit
 def _reduce_lanes(v, IS_MAX: tl.constexpr):
     if IS_MAX:
-        return _max_keeping_nan(v)
+        # One tree of NaN-keeping maxima (tl.max then a count of the NaN lanes took two
+        # trees, two barriers more), and a NaN of either sign out as the canonical +NaN:
+        # Triton's float atomic_max orders by sign bit, and only a +NaN wins against all.
+        m = tl.reduce(v, 0, _max_nan)
+        return tl.where(m != m, float("nan"), m)
     return tl.sum(v, 0)
 
 
@@ -53,22 +56,22 @@ def _reduce_1d(x_ptr, out_ptr, scratch_ptr, ticket_ptr, n, programs, IS_MAX: tl.
         identity = float("-inf")
     else:
         identity = 0.0
-    pid = tl.program_id(0)
-    acc = tl.full([BLOCK], identity, tl.float32)
-    full_tiles = n // BLOCK
-    for tile in range(pid, full_tiles, programs):
-        x = tl.load(x_ptr + tl.cast(tile, tl.int64) * BLOCK + tl.arange(0, BLOCK),
-                    eviction_policy="evict_first").to(tl.float32)
-        acc = _combine(acc, x, IS_MAX)
-    if pid == programs - 1:
-        offs = tl.cast(full_tiles, tl.int64) * BLOCK + tl.arange(0, BLOCK)
-        acc = _combine(acc, tl.load(x_ptr + offs, mask=offs < n, other=identity).to(tl.float32), IS_MAX)
-    # A max's NaN of either sign comes out as the canonical +NaN: Triton's float atomic_max
-    # orders by sign bit, and only a +NaN then wins against every other value.
-    partial = _reduce_lanes(acc, IS_MAX)
-    if ONE_PROGRAM:
-        tl.store(out_ptr, partial)
+    if ONE_PROGRAM:   # x fits one tile: one load, one tree, the result (no loop, no tail)
+        offs = tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n, other=identity, eviction_policy="evict_first")
+        tl.store(out_ptr, _reduce_lanes(x.to(tl.float32), IS_MAX))
     else:
+        pid = tl.program_id(0)
+        acc = tl.full([BLOCK], identity, tl.float32)
+        full_tiles = n // BLOCK
+        for tile in range(pid, full_tiles, programs):
+            x = tl.load(x_ptr + tl.cast(tile, tl.int64) * BLOCK + tl.arange(0, BLOCK),
+                        eviction_policy="evict_first").to(tl.float32)
+            acc = _combine(acc, x, IS_MAX)
+        if pid == programs - 1:
+            offs = tl.cast(full_tiles, tl.int64) * BLOCK + tl.arange(0, BLOCK)
+            acc = _combine(acc, tl.load(x_ptr + offs, mask=offs < n, other=identity).to(tl.float32), IS_MAX)
+        partial = _reduce_lanes(acc, IS_MAX)
         if ATOMIC:   # scratch: the accumulator, holding the identity between launches
             if IS_MAX:
                 tl.atomic_max(scratch_ptr, partial, sem="relaxed")
