@@ -22,11 +22,15 @@ def compile_sm90(fn, signature, constexprs, num_warps, aligned):
     constexprs = {"LOAD": "", "STORE": "", **constexprs} if "LOAD" in fn.arg_names else constexprs
     constexprs = {"PERSISTENT": True, **constexprs} if "PERSISTENT" in fn.arg_names else constexprs
     constexprs = {"COLS": 0, **constexprs} if "COLS" in fn.arg_names else constexprs   # any row length
+    # maxnreg: a compile option (ptxas's register cap), passed among the constexprs as the
+    # launchers pass it
+    options = {"num_warps": num_warps, **({"maxnreg": constexprs["maxnreg"]} if "maxnreg" in constexprs else {})}
+    constexprs = {k: v for k, v in constexprs.items() if k != "maxnreg"}
     sig = {**signature, **{k: "constexpr" for k in constexprs}}
     names = list(sig)
     attrs = {(names.index(a),): [["tt.divisibility", 16]] for a in aligned}
     kernel = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=constexprs, attrs=attrs),
-                            target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
+                            target=GPUTarget("cuda", 90, 32), options=options)
     ops = collections.Counter(re.sub(r"\.L[12]::[\w:]+", "", m)
                               for m in re.findall(r"(?:ld|st|atom|red)(?:\.volatile)?\.global\S*|ex2\.\S+", kernel.asm["ptx"]))
     ops["bra"] = len(re.findall(r"\bbra(?:\.uni)?\s", kernel.asm["ptx"]))   # loops (and any other branch)
@@ -36,6 +40,7 @@ def compile_sm90(fn, signature, constexprs, num_warps, aligned):
         usage = subprocess.run([CUOBJDUMP, "-res-usage", f.name], capture_output=True, text=True).stdout
         sass = subprocess.run([CUOBJDUMP, "-sass", f.name], capture_output=True, text=True).stdout
     local = int(re.search(r"LOCAL:(\d+)", usage).group(1))
+    ops["regs"] = int(re.search(r"REG:(\d+)", usage).group(1))   # per thread: how many programs fit an SM
     # what ptxas kept: SASS opcodes (LDG, STG, MUFU, ...), predicated or not
     opcodes = re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9]*)", sass)
     ops.update({f"sass:{op}": n for op, n in collections.Counter(opcodes).items()})
@@ -64,7 +69,7 @@ def kernels():
     from impls.rmsnorm_silu_mul_add.triton import _fused, _pointwise
     from impls.scale.triton import _scale
     from impls.softmax.triton import _softmax
-    from impls.sum.triton import _reduce_1d
+    from impls.sum.triton import MAXNREG, _reduce_1d
     row = {"rows": "i32", "cols": "i32", "programs": "i32"}
     XY = ("x_ptr", "y_ptr")
     out = []
@@ -76,18 +81,18 @@ def kernels():
             ("pointwise", _pointwise, {"a_ptr": p, "b_ptr": p, "y_ptr": p, "n": "i32"},
              {"OP": 1, "BLOCK": 8192}, 8, ("a_ptr", "b_ptr", "y_ptr"), True),
             ("sum", _reduce_1d, reduce_args(p), {"IS_MAX": False, "ATOMIC": True, "ONE_PROGRAM": False,
-                                                 "BLOCK": 4096, "P_BLOCK": 1024}, 8, ("x_ptr",), True),
+                                                 "BLOCK": 4096, "P_BLOCK": 2048, "maxnreg": MAXNREG}, 8, ("x_ptr",), True),
             ("max", _reduce_1d, reduce_args(p), {"IS_MAX": True, "ATOMIC": False, "ONE_PROGRAM": False,
-                                                 "BLOCK": 4096, "P_BLOCK": 1024}, 8, ("x_ptr", "scratch_ptr"), True),
+                                                 "BLOCK": 4096, "P_BLOCK": 2048, "maxnreg": MAXNREG}, 8, ("x_ptr", "scratch_ptr"), True),
             ("sum_two_pass", _reduce_1d, reduce_args(p), {"IS_MAX": False, "ATOMIC": False, "ONE_PROGRAM": False,
-                                                          "BLOCK": 4096, "P_BLOCK": 1024}, 8, ("x_ptr", "scratch_ptr"), True),
+                                                          "BLOCK": 4096, "P_BLOCK": 2048, "maxnreg": MAXNREG}, 8, ("x_ptr", "scratch_ptr"), True),
             # one masked load of the tile: 16-byte loads where n is a multiple of 16, as Triton
             # then specialises it (the sweep's 4096); other n load element by element, as the
             # ragged tail of any length does
             ("sum_one_program", _reduce_1d, reduce_args(p), {"IS_MAX": False, "ATOMIC": False, "ONE_PROGRAM": True,
-                                                             "BLOCK": 4096, "P_BLOCK": 1}, 8, ("x_ptr", "n"), True),
+                                                             "BLOCK": 4096, "P_BLOCK": 1, "maxnreg": MAXNREG}, 8, ("x_ptr", "n"), True),
             ("max_one_program", _reduce_1d, reduce_args(p), {"IS_MAX": True, "ATOMIC": False, "ONE_PROGRAM": True,
-                                                             "BLOCK": 4096, "P_BLOCK": 1}, 8, ("x_ptr", "n"), True),
+                                                             "BLOCK": 4096, "P_BLOCK": 1, "maxnreg": MAXNREG}, 8, ("x_ptr", "n"), True),
         ]
         group = 8 if dt == "bf16" else 4
         for cols, rows, warps in ((4096, 2, 8), (16384, 1, 32)):
@@ -183,7 +188,7 @@ def report() -> dict:
     out = {}
     entries = kernels()
     for name, fn, sig, const, warps, aligned, vector in entries + one_program_per_tile(entries):
-        const = {k: v for k, v in const.items() if k in fn.arg_names}   # the chain takes no PREFETCH
+        const = {k: v for k, v in const.items() if k in fn.arg_names or k == "maxnreg"}   # the chain takes no PREFETCH
         name, _, tile = name.partition(":")
         name = f"{name}:{sig.get('x_ptr') or sig.get('a_ptr') or sig.get('p_ptr')}{':' + tile if tile else ''}"
         try:

@@ -199,3 +199,16 @@ def test_a_one_tile_reduction_is_one_load_and_one_tree(report):
             assert ops["bra"] == 0, (name, dt, ops)
             assert ops["sass:BAR"] == 2 and ops["order"] == "bar bar st", (name, dt, ops)
             assert ops["sass:LDG_before_sync"] == ops["sass:LDG"], (name, dt, ops)   # every load first
+
+
+def test_the_1d_reduction_fits_its_whole_grid_on_the_gpu_at_once(report):
+    """impls/sum/triton.py launches PROGRAMS_PER_SM programs of WARPS warps per SM: all of
+    them run at once only within the SM's 65536 registers. A kernel over that budget runs
+    the last programs as a second wave (r89: the two-pass kernel on 40 registers, 1.5-2%
+    slower at 2^28 elements)."""
+    from impls.sum.triton import PROGRAMS_PER_SM, WARPS
+    reductions = {name: r for name, r in report.items() if r.get("kernel") == "_reduce_1d"}
+    assert len(reductions) == 10, sorted(reductions)
+    for name, r in reductions.items():
+        assert r["ops"]["regs"] * 32 * WARPS * PROGRAMS_PER_SM <= 65536, (name, r["ops"]["regs"])
+        assert r["local"] == 0, (name, r["local"])

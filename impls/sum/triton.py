@@ -21,7 +21,15 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks.triton import bound_launch, configured, interpreting, next_pow2, sm_count
+from impls._frameworks.triton import FULL_OCCUPANCY_REGS, bound_launch, configured, interpreting, next_pow2, sm_count
+
+# The grid: PROGRAMS_PER_SM programs of WARPS warps on every SM, 2048 threads, all an SM
+# runs at once, and only if each thread takes at most 32 registers (MAXNREG, ptxas's cap).
+# Uncapped, the one-launch two-pass kernel compiled to 40 (its last program's read of the
+# partials), six programs fitted an SM, and the other two ran as a second, part-empty wave:
+# H200, r89, two_pass 1.5-2% behind atomic at 2^28 elements in all six cells (fp32 sum
+# 245.9 us against 241.3), where the two-launch version had tied it.
+PROGRAMS_PER_SM, WARPS, MAXNREG = 8, 8, FULL_OCCUPANCY_REGS
 
 
 @triton.jit
@@ -108,9 +116,10 @@ def reduce_1d(x, out, is_max: bool, atomic: bool):
     n = x.numel()
     # A fixed configuration (not autotuned): P decides which elements share a partial,
     # so a tuned P could change the two-pass result's bits from one process to the next.
-    block, warps = (8192, 4) if interpreting() else (4096, 8)
-    programs = max(1, min(triton.cdiv(n, block), 8 * sm_count(x.device)))
-    cfg = dict(BLOCK=block, num_warps=warps, programs=programs)
+    block, warps = (8192, 4) if interpreting() else (4096, WARPS)
+    programs = max(1, min(triton.cdiv(n, block), PROGRAMS_PER_SM * sm_count(x.device)))
+    cap = {} if interpreting() else {"maxnreg": MAXNREG}   # a compile option, not a parameter
+    cfg = dict(BLOCK=block, num_warps=warps, programs=programs, **cap)
     one = programs == 1
     if atomic:
         scratch = torch.full((1,), float("-inf") if is_max else 0.0, dtype=torch.float32, device=x.device)
@@ -119,7 +128,7 @@ def reduce_1d(x, out, is_max: bool, atomic: bool):
     ticket = torch.zeros(1, dtype=torch.int32, device=x.device)
     launch = bound_launch(_reduce_1d, (programs,), x, out, scratch, ticket, n, programs, IS_MAX=is_max,
                           ATOMIC=atomic, ONE_PROGRAM=one, BLOCK=block, P_BLOCK=next_pow2(programs),
-                          num_warps=warps)
+                          num_warps=warps, **cap)
     launch.ticket = ticket   # for the GPU test that checks it is reset after every launch
     return configured(launch, cfg)
 
