@@ -1,10 +1,11 @@
 """Triton sum (and the 1-D reduction that max shares). Reads N·s bytes once, in one launch.
 
-A persistent grid of P programs (a few per SM). Each walks the full tiles
-i = pid, pid + P, ... with unmasked loads, accumulating BLOCK lanes in fp32 (many
-independent loads in flight, no reduction inside the loop); the last program also takes
-the ragged tail. Then one tl.sum/tl.max tree per program gives its partial.
-  two_pass: each program stores its partial (8·P bytes) and takes a ticket from a counter;
+A persistent grid of P programs (PROGRAMS_PER_SM per SM, all resident at once). Each walks
+the full tiles i = pid, pid + P, ... with unmasked loads, accumulating BLOCK lanes in fp32
+(many independent loads in flight, no reduction inside the loop); the last program also
+takes the ragged tail. Then one tree per program (tl.sum, or a maximum that keeps NaN)
+gives its partial.
+  two_pass: each program stores its partial (4·P bytes) and takes a ticket from a counter;
             the program that takes the last ticket, the last to finish, reads the P partials
             and reduces them in one fixed tree. Same P, same trees: the same bits every time.
   atomic:   each program adds its partial into an accumulator (an fp32 atomic), then takes
@@ -14,8 +15,9 @@ the ragged tail. Then one tl.sum/tl.max tree per program gives its partial.
 Both used to take two launches (a finishing kernel over the partials; a memset before the
 atomics): at 1000003 elements a launch is most of the time (H200, r80: two_pass 9.1 us per
 launch, 3.4 us in a CUDA graph). Where one program covers x (n <= BLOCK) it loads x once,
-reduces it in one tree and writes the result: no loop, no tail, no ticket. The counter and accumulator belong to one binding, whose launches run in
-stream order (each ends with them reset); two launches of one binding must not overlap.
+reduces it in one tree and writes the result: no loop, no tail, no ticket. The counter and
+accumulator belong to one binding, whose launches run in stream order (each ends with them
+reset); two launches of one binding must not overlap.
 """
 import triton
 import triton.language as tl
