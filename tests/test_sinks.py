@@ -52,6 +52,16 @@ def test_console_table_reads_at_a_glance():
     assert "skipped cupy: cupy is not installed" in text
 
 
+def test_console_says_when_cases_run_above_their_roof():
+    recs = records()
+    assert "roof check" not in console.render(recs)
+    recs[2].pct_roof, recs[2].gbps, recs[2].roof_source = 103.9, 4156.0, "measured cuda_events, read by torch.sum"
+    recs[1].pct_roof = 101.5   # within the ~1% a roof and a case timed apart agree to, and a margin
+    text = console.render(recs)
+    assert "roof check: 1 case(s) more than 2% above their roof, up to 103.9%" in text
+    assert "rmsnorm triton bfloat16 32768x4096" in text and "read by torch.sum" in text
+
+
 def mlflow_runs(uri, kind=None):
     from mlflow.tracking import MlflowClient
     client = MlflowClient(uri)
