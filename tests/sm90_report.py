@@ -57,8 +57,18 @@ def compile_sm90(fn, signature, constexprs, num_warps, aligned):
     return ops, local
 
 
-def reduce_args(p):
-    return {"x_ptr": p, "out_ptr": "*fp32", "scratch_ptr": "*fp32", "ticket_ptr": "*i32", "n": "i32", "programs": "i32"}
+H200_SMS = 132
+
+
+def reduce_entry(name, p, is_max, atomic, aligned, one_program=False):
+    """The 1-D reduction (impls/sum/triton.py) as reduce_1d launches it on an H200: its
+    BLOCK, warps and register cap, and one program or the full grid's partials."""
+    from impls._frameworks.triton import next_pow2
+    from impls.sum.triton import BLOCK, MAXNREG, PROGRAMS_PER_SM, WARPS, _reduce_1d
+    sig = {"x_ptr": p, "out_ptr": "*fp32", "scratch_ptr": "*fp32", "ticket_ptr": "*i32", "n": "i32", "programs": "i32"}
+    const = {"IS_MAX": is_max, "ATOMIC": atomic, "ONE_PROGRAM": one_program, "BLOCK": BLOCK,
+             "P_BLOCK": 1 if one_program else next_pow2(PROGRAMS_PER_SM * H200_SMS), "maxnreg": MAXNREG}
+    return name, _reduce_1d, sig, const, WARPS, aligned, True
 
 
 def kernels():
@@ -69,7 +79,6 @@ def kernels():
     from impls.rmsnorm_silu_mul_add.triton import _fused, _pointwise
     from impls.scale.triton import _scale
     from impls.softmax.triton import _softmax
-    from impls.sum.triton import MAXNREG, _reduce_1d
     row = {"rows": "i32", "cols": "i32", "programs": "i32"}
     XY = ("x_ptr", "y_ptr")
     out = []
@@ -80,19 +89,14 @@ def kernels():
             ("scale", _scale, {"x_ptr": p, "y_ptr": p, "a": "fp32", "n": "i32"}, {"BLOCK": 8192}, 8, XY, True),
             ("pointwise", _pointwise, {"a_ptr": p, "b_ptr": p, "y_ptr": p, "n": "i32"},
              {"OP": 1, "BLOCK": 8192}, 8, ("a_ptr", "b_ptr", "y_ptr"), True),
-            ("sum", _reduce_1d, reduce_args(p), {"IS_MAX": False, "ATOMIC": True, "ONE_PROGRAM": False,
-                                                 "BLOCK": 4096, "P_BLOCK": 2048, "maxnreg": MAXNREG}, 8, ("x_ptr",), True),
-            ("max", _reduce_1d, reduce_args(p), {"IS_MAX": True, "ATOMIC": False, "ONE_PROGRAM": False,
-                                                 "BLOCK": 4096, "P_BLOCK": 2048, "maxnreg": MAXNREG}, 8, ("x_ptr", "scratch_ptr"), True),
-            ("sum_two_pass", _reduce_1d, reduce_args(p), {"IS_MAX": False, "ATOMIC": False, "ONE_PROGRAM": False,
-                                                          "BLOCK": 4096, "P_BLOCK": 2048, "maxnreg": MAXNREG}, 8, ("x_ptr", "scratch_ptr"), True),
+            reduce_entry("sum", p, is_max=False, atomic=True, aligned=("x_ptr",)),
+            reduce_entry("max", p, is_max=True, atomic=False, aligned=("x_ptr", "scratch_ptr")),
+            reduce_entry("sum_two_pass", p, is_max=False, atomic=False, aligned=("x_ptr", "scratch_ptr")),
             # one masked load of the tile: 16-byte loads where n is a multiple of 16, as Triton
             # then specialises it (the sweep's 4096); other n load element by element, as the
             # ragged tail of any length does
-            ("sum_one_program", _reduce_1d, reduce_args(p), {"IS_MAX": False, "ATOMIC": False, "ONE_PROGRAM": True,
-                                                             "BLOCK": 4096, "P_BLOCK": 1, "maxnreg": MAXNREG}, 8, ("x_ptr", "n"), True),
-            ("max_one_program", _reduce_1d, reduce_args(p), {"IS_MAX": True, "ATOMIC": False, "ONE_PROGRAM": True,
-                                                             "BLOCK": 4096, "P_BLOCK": 1, "maxnreg": MAXNREG}, 8, ("x_ptr", "n"), True),
+            reduce_entry("sum_one_program", p, is_max=False, atomic=False, aligned=("x_ptr", "n"), one_program=True),
+            reduce_entry("max_one_program", p, is_max=True, atomic=False, aligned=("x_ptr", "n"), one_program=True),
         ]
         group = 8 if dt == "bf16" else 4
         for cols, rows, warps in ((4096, 2, 8), (16384, 1, 32)):

@@ -25,13 +25,13 @@ import triton.language as tl
 from harness.registry import impl
 from impls._frameworks.triton import FULL_OCCUPANCY_REGS, bound_launch, configured, interpreting, next_pow2, sm_count
 
-# The grid: PROGRAMS_PER_SM programs of WARPS warps on every SM, 2048 threads, all an SM
+# The grid: PROGRAMS_PER_SM programs of WARPS warps (BLOCK elements a tile) on every SM, 2048 threads, all an SM
 # runs at once, and only if each thread takes at most 32 registers (MAXNREG, ptxas's cap).
 # Uncapped, the one-launch two-pass kernel compiled to 40 (its last program's read of the
 # partials), six programs fitted an SM, and the other two ran as a second, part-empty wave:
 # H200, r89, two_pass 1.5-2% behind atomic at 2^28 elements in all six cells (fp32 sum
 # 245.9 us against 241.3), where the two-launch version had tied it.
-PROGRAMS_PER_SM, WARPS, MAXNREG = 8, 8, FULL_OCCUPANCY_REGS
+BLOCK, PROGRAMS_PER_SM, WARPS, MAXNREG = 4096, 8, 8, FULL_OCCUPANCY_REGS
 
 
 @triton.jit
@@ -118,7 +118,7 @@ def reduce_1d(x, out, is_max: bool, atomic: bool):
     n = x.numel()
     # A fixed configuration (not autotuned): P decides which elements share a partial,
     # so a tuned P could change the two-pass result's bits from one process to the next.
-    block, warps = (8192, 4) if interpreting() else (4096, WARPS)
+    block, warps = (8192, 4) if interpreting() else (BLOCK, WARPS)
     programs = max(1, min(triton.cdiv(n, block), PROGRAMS_PER_SM * sm_count(x.device)))
     cap = {} if interpreting() else {"maxnreg": MAXNREG}   # a compile option, not a parameter
     cfg = dict(BLOCK=block, num_warps=warps, programs=programs, **cap)
