@@ -60,7 +60,7 @@ def sum_of_squares(x_ptr, base, cols, BLOCK: tl.constexpr, SPAN: tl.constexpr, O
 
 
 @triton.jit
-def row_sums(v, FOLD: tl.constexpr, HALVES: tl.constexpr = 0):
+def row_sums(v, FOLD: tl.constexpr):
     """Each row's sum of a tile ``v`` [ROWS, BLOCK]. FOLD > 0: the row first folded into
     FOLD-wide tiles, element j + k·FOLD added to element j for k = 1, 2, ... in turn, then
     the [ROWS, FOLD] partial sums reduced: the order in which a column loop of FOLD-wide
@@ -71,11 +71,7 @@ def row_sums(v, FOLD: tl.constexpr, HALVES: tl.constexpr = 0):
     the same bits, which lets the tuner count an on-chip tile and a looped row as one
     family (same_bits) and give each batch size the faster of them."""
     if FOLD:
-        folded = tl.sum(tl.reshape(v, [v.shape[0], v.shape[1] // FOLD, FOLD]), 1)
-        if HALVES:
-            halves = tl.reshape(folded, [v.shape[0], 2, HALVES, FOLD // (2 * HALVES)])
-            return tl.sum(tl.sum(tl.sum(halves, 3), 1), 1)
-        return tl.sum(folded, 1)
+        return tl.sum(tl.sum(tl.reshape(v, [v.shape[0], v.shape[1] // FOLD, FOLD]), 1), 1)
     return tl.sum(v, 1)
 
 

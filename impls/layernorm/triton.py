@@ -57,8 +57,7 @@ def _welford_groups(x3, m3, cols, GROUP: tl.constexpr, EVEN: tl.constexpr):
 def _on_chip_tile(x_ptr, g_ptr, b_ptr, y_ptr, ahead, tile, programs, rows, cols, eps, VARIANT: tl.constexpr,
                   ROWS: tl.constexpr, BLOCK: tl.constexpr, EVEN: tl.constexpr, GROUP: tl.constexpr,
                   PREFETCH: tl.constexpr, EARLY: tl.constexpr, RELOAD: tl.constexpr, LOAD: tl.constexpr,
-                  STORE: tl.constexpr, ORDERED: tl.constexpr, FOLD: tl.constexpr, FULL: tl.constexpr,
-                  HALVES: tl.constexpr = 0):
+                  STORE: tl.constexpr, ORDERED: tl.constexpr, FOLD: tl.constexpr, FULL: tl.constexpr):
     """One tile of ROWS on-chip rows, normalised and stored; returns what tile_input carries
     to the next tile (PREFETCH). FULL: every row of the tile exists (tile_offsets)."""
     if ORDERED:   # g, b, then x, every load out at once (_triton_rows: ORDERED)
@@ -90,12 +89,12 @@ def _on_chip_tile(x_ptr, g_ptr, b_ptr, y_ptr, ahead, tile, programs, rows, cols,
             + tl.reshape(b.to(tl.float32), [1, BLOCK // GROUP, GROUP])
         y = tl.reshape(y3, [ROWS, BLOCK])
     else:
-        mean = row_sums(x, FOLD, HALVES) / cols
+        mean = row_sums(x, FOLD) / cols
         if VARIANT == 1:
             dev = x - mean[:, None]
             if not EVEN:
                 dev = tl.where(tile_mask(ok, cols, BLOCK, EVEN), dev, 0.0)
-            var = row_sums(dev * dev, FOLD, HALVES) / cols
+            var = row_sums(dev * dev, FOLD) / cols
         else:
             var = tl.sum(x * x, 1) / cols - mean * mean   # cancels: the negative control
         if RELOAD:
@@ -184,8 +183,7 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
                VARIANT: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr,
                EVEN: tl.constexpr, GROUP: tl.constexpr, PREFETCH: tl.constexpr, EARLY: tl.constexpr,
                RELOAD: tl.constexpr, SPAN: tl.constexpr, PERSISTENT: tl.constexpr, LOAD: tl.constexpr,
-               STORE: tl.constexpr, ORDERED: tl.constexpr = False, FOLD: tl.constexpr = 0,
-               HALVES: tl.constexpr = 0):
+               STORE: tl.constexpr, ORDERED: tl.constexpr = False, FOLD: tl.constexpr = 0):
     """VARIANT 0: welford, 1: two_pass, 2: naive. PREFETCH, EARLY and ORDERED as in the rmsnorm.
     RELOAD: x is read again (from L1/L2, where the first read left it) to normalise,
     instead of being held through the statistics: the Welford merge then needs 64
@@ -204,10 +202,10 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
             for tile in range(pid, tl.cdiv(rows, ROWS), programs):
                 ahead = _on_chip_tile(x_ptr, g_ptr, b_ptr, y_ptr, ahead, tile, programs, rows, cols, eps, VARIANT,
                                       ROWS, BLOCK, EVEN, GROUP, PREFETCH, EARLY, RELOAD, LOAD, STORE, ORDERED, FOLD,
-                                      False, HALVES)
+                                      False)
         else:   # one program per tile: straight-line code (_triton_rows: one_tile)
             _on_chip_tile(x_ptr, g_ptr, b_ptr, y_ptr, ahead, pid, programs, rows, cols, eps, VARIANT, ROWS, BLOCK,
-                          EVEN, GROUP, PREFETCH, EARLY, RELOAD, LOAD, STORE, ORDERED, FOLD, ROWS == 1, HALVES)
+                          EVEN, GROUP, PREFETCH, EARLY, RELOAD, LOAD, STORE, ORDERED, FOLD, ROWS == 1)
     else:   # ROWS == 1: one row at a time, BLOCK-wide column tiles
         if PERSISTENT:
             for row in range(pid, rows, programs):
