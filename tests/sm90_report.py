@@ -129,6 +129,14 @@ def kernels():
                 out.append((f"{name}_small_{switch.lower()}", fn, {**sig, **row, "eps": "fp32"},
                             {**small, "EARLY": switch == "EARLY", "ORDERED": switch == "ORDERED"}, 8,
                             (*sig, "cols"), True))
+        # LayerNorm's "predicated" small-batch toggle (EARLY, the loads masked on the row's
+        # length though it fills the block) as the tuner launches one row on 8 warps (its
+        # sums folded: fold_width), beside the same tile unmasked
+        ln = {"x_ptr": p, "g_ptr": p, "b_ptr": p, "y_ptr": p}
+        fold = fold_width(4096, 8, 2 if dt == "bf16" else 4)
+        for name, even in (("layernorm_small_early_folded", True), ("layernorm_small_predicated", False)):
+            out.append((name, _layernorm, {**ln, **row, "eps": "fp32"},
+                        {**small, "EARLY": True, "EVEN": even, "FOLD": fold}, 8, (*ln, "cols"), True))
         looped = {"ROWS": 1, "BLOCK": 4096, "ON_CHIP": False, "EVEN": False, "PREFETCH": False, "EARLY": False,
                   "RELOAD": False, "SPAN": 0}
         static = {**looped, "SPAN": 16384}   # a row that fits on chip, walked in unrolled column tiles

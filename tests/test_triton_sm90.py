@@ -154,6 +154,22 @@ def test_ordered_loads_all_go_out_before_the_reduction(report):
             assert early["sass:LDG_before_sync"] < n * vectors, (op, dt, early)
 
 
+def test_a_predicated_layernorm_row_issues_every_load_before_its_reduction(report):
+    """LayerNorm's "predicated" toggle: one fp32 row of 4096 on 8 warps, g and b loaded
+    early, every load masked on the row's length though none is masked out. ptxas then
+    issues all twelve 16-byte loads (x, g, b: four each) before the first shuffle or
+    barrier, as in Liger's kernel; the same tile unmasked leaves g's and b's behind the
+    first reduction (r94, H200: 32.12 us at 4096x4096 against 32.53, Liger's 32.38). In
+    bf16 the masks do not do it (4 of 6 loads): the tuner measures the toggle, it does not
+    assume it."""
+    predicated = report["layernorm_small_predicated:*fp32:tile"]["ops"]
+    unmasked = report["layernorm_small_early_folded:*fp32:tile"]["ops"]
+    assert predicated["sass:LDG"] == unmasked["sass:LDG"] == 12, (predicated, unmasked)
+    assert predicated["sass:LDG_before_sync"] == 12 > unmasked["sass:LDG_before_sync"], (predicated, unmasked)
+    assert predicated["sass:LDG_predicated"] == 12 and unmasked["sass:LDG_predicated"] == 0
+    assert predicated["regs"] == unmasked["regs"] <= 64   # four programs an SM either way
+
+
 def test_a_folded_row_sum_stays_in_registers(report):
     """LayerNorm two_pass on chip, its sums folded into 2048-wide tiles (row_sums, so that
     it writes a looped config's bits): where fold_width folds (fp32 on 8 and 16 warps, bf16

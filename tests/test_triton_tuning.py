@@ -77,7 +77,9 @@ SWITCHES = [dict(rows=1, persistent=False, prefetch=False, early=False, ordered=
             dict(rows=4, persistent=True, prefetch=False, early=False, ordered=True, loop_block=0),
             dict(rows=1, persistent=True, prefetch=False, early=False, ordered=False, loop_block=64),
             dict(rows=1, persistent=False, prefetch=False, early=True, ordered=False, loop_block=64, maxnreg=32),
-            dict(rows=1, persistent=False, prefetch=False, early=False, ordered=True, loop_block=64)]
+            dict(rows=1, persistent=False, prefetch=False, early=False, ordered=True, loop_block=64),
+            # early, the row's loads masked on its length though it fills its block (5x256)
+            dict(rows=1, persistent=False, prefetch=False, early=True, ordered=False, loop_block=0, predicated=True)]
 
 
 def _run_forced(cpu_runner, op: str, variant: str, tuning_key: tuple, config: dict) -> list:
@@ -293,6 +295,11 @@ def test_a_row_launcher_works_out_its_grid_and_arguments_once(monkeypatch):
     assert k.grids[-1] == (min(37, fw.INTERPRETED_PER_SM * fw.sm_count(None)),)
     assert {key: k.calls[-1][1][key] for key in ("BLOCK", "ON_CHIP", "EVEN", "SPAN", "PERSISTENT")} == \
         dict(BLOCK=256, ON_CHIP=False, EVEN=False, SPAN=1024, PERSISTENT=True)
+    # a predicated row fills its block yet takes the masked path
+    fw.row_launcher(k, cfg, 37, None, "x", 37, BLOCK=1024, ON_CHIP=True, EVEN=True)()
+    assert k.calls[-1][1]["EVEN"] is True
+    fw.row_launcher(k, {**cfg, "predicated": True}, 37, None, "x", 37, BLOCK=1024, ON_CHIP=True, EVEN=True)()
+    assert k.calls[-1][1]["EVEN"] is False
 
 
 
@@ -785,3 +792,49 @@ def test_an_on_chip_two_pass_row_sums_as_the_2048_column_loop_does(cpu_runner, m
     assert torch.equal(folded, looped)
     monkeypatch.setattr(fw, "fold_width", lambda *a: 0)
     assert not torch.equal(run(0), looped)
+
+
+def test_a_family_just_outside_the_slack_still_gets_its_toggles_measured(monkeypatch):
+    """r94 (H200, LayerNorm fp32 4096 columns, 16384 rows): the 8-warp bits' looped config
+    ran 1.01% behind the 16-warp bits' fastest, just outside SMALL_SLACK, and with g and b
+    early 1.4% ahead of it, the fastest of all. Toggles are measured on every family
+    within TOGGLE_SLACK, so the tuner finds it; one further out is not toggled."""
+    def fake_time(cfg, rows):
+        shape = (cfg["rows"], cfg["num_warps"])
+        if rows == fw.SMALL_ROWS:
+            return 4.8 if shape == (1, 8) and cfg["early"] else 5.5
+        base = {(1, 16): 100.0, (1, 8): 101.5, (1, 4): 104.0}.get(shape, 120.0)
+        return base * (0.975 if shape == (1, 8) and cfg["early"] else 1.04 if cfg["early"] else 1.0)
+
+    assert fw.SMALL_SLACK < 0.015 < fw.TOGGLE_SLACK < 0.04
+    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, (*fw.ROW_OPTIONS, "reload"),
+                                      bits=_warps_a_row)
+    assert (tuned.config["rows"], tuned.config["num_warps"], tuned.config["early"]) == (1, 8, True)
+    early = {(c["rows"], c["num_warps"]) for c in tuned.table["candidates"] if c["early"] and not c["persistent"]}
+    assert (1, 8) in early and (1, 4) not in early
+
+
+def test_predicated_is_tried_with_early_on_rows_that_fill_their_block(monkeypatch):
+    """"predicated" (an option: LayerNorm's) is measured with EARLY on the on-chip shapes
+    toggled, never alone, never on a looped config (masked anyway), and not at all where
+    the row is shorter than its block; a batch may take it (bit-neutral)."""
+    def fake_time(cfg, rows):
+        if rows == fw.SMALL_ROWS:
+            return 4.0 if cfg.get("predicated") else 5.0
+        return (100.0 if (cfg["rows"], cfg["num_warps"]) == (1, 8) else 110.0) * (1.05 if cfg["early"] else 1.0)
+
+    options = (*fw.ROW_OPTIONS, "reload", "looped_early", "predicated")
+    tuned = _tune_with_stand_in_times(monkeypatch, 8192, fake_time, options)
+    predicated = [c for c in tuned.table["candidates"] if c.get("predicated")]
+    assert predicated and all(c["early"] and not c["loop_block"] for c in predicated)
+    assert (tuned.config["num_warps"], tuned.config.get("predicated", False)) == (8, False)
+    assert _small(tuned)["predicated"] and fw.same_bits(_small(tuned), tuned.config)
+    without = _tune_with_stand_in_times(monkeypatch, 8192, fake_time, (*fw.ROW_OPTIONS, "reload"))
+    assert not any(c.get("predicated") for c in without.table["candidates"])
+    monkeypatch.setattr(fw, "_measure", lambda run, samples=fw.TUNING_SAMPLES: fake_time(*run()))
+    try:   # 6000 columns in a block of 8192: masked already
+        shorter = fw.tune_rows(("stand-in", 6000), 6000, 8192, True, _Fp16, None, lambda rows: rows,
+                               lambda cfg, args, rows: lambda: (cfg, rows), options=options)
+    finally:
+        fw._tuned.pop(("stand-in", 6000, str(_Fp16)), None)
+    assert not any(c.get("predicated") for c in shorter.table["candidates"])

@@ -80,7 +80,7 @@ _timers: dict = {}
 # elements in which order: configs that differ only in these give identical bits, so a
 # batch may take its own without losing batch invariance. The tuner also compares the
 # bits candidates actually write (same_bits): other tile shapes can share them too.
-BIT_NEUTRAL = ("persistent", "hints", "prefetch", "early", "ordered", "reload", "maxnreg")
+BIT_NEUTRAL = ("persistent", "hints", "prefetch", "early", "ordered", "reload", "maxnreg", "predicated")
 
 
 @dataclass
@@ -309,6 +309,12 @@ SMALL_ROWS = 16             # the second tuning problem: a batch too small to fi
 MID_ROWS = 2048             # the third: a few waves, still latency-bound (r13: 1823x781
                             # bf16 LayerNorm 8.7 us, 2.8 MB read: 0.7 us of bandwidth)
 SMALL_SLACK = 0.01          # how much large-problem time buys a faster small problem
+TOGGLE_SLACK = 0.03         # how close to the fastest a shape's family must run the large
+                            # problem for its small-batch toggles to be measured there too:
+                            # a toggle moves a config by more than SMALL_SLACK (r94, H200,
+                            # LayerNorm fp32 4096 columns, 16384 rows: looped 2048/8w 127.39
+                            # us, with EARLY 125.61, the fastest of all; a band of SMALL_SLACK
+                            # had left its family out, 1.01% behind looped 2048/16w)
 SMALL_TIE = 0.01            # small-problem times this close are equal: ~0.05 us at 5 us, about
                             # the median's uncertainty over 1000 samples and 1.5 ticks of the
                             # 32 ns event clock (softmax 16384x8192 bf16, H200: 8 warps' 5.31
@@ -364,8 +370,14 @@ SWITCHES = ("prefetch", "early", "ordered", "reload")   # the constexpr switches
 # 16 rows and ran the large problem up to 5x slower: every program asked for g again.)
 # EARLY loads them before x's reduction, yet ptxas issues them only once x has arrived;
 # ORDERED loads them, then x, as volatile loads, which it keeps in that order: all out
-# at once (_triton_rows). Each toggle is measured on its own.
-SMALL_BATCH_TOGGLES = ({"early": True}, {"ordered": True})
+# at once (_triton_rows), but a volatile load is slow: on 8 warps ORDERED ran LayerNorm fp32
+# 4096x4096 in 42.5 us, EARLY in 32.5 (r93). "predicated" (an option): EARLY on a row that
+# fills its block, its loads masked on the row's length all the same (EVEN off: bit-neutral,
+# no element is masked). ptxas then issues g's and b's loads with x's, before the first
+# shuffle, as in Liger's kernel (sm_90, LayerNorm fp32 4096 on 8 warps: 12 of 12 loads,
+# unmasked 5); r94 (H200): 32.12 us at 4096x4096 against 32.53 unmasked and Liger's kernel
+# 32.38; 18.53 at 2048 rows against 18.84 and 18.72. Each toggle is measured on its own.
+SMALL_BATCH_TOGGLES = ({"early": True}, {"ordered": True}, {"early": True, "predicated": True})
 SMALL_BATCH_SWITCHES = tuple(s for t in SMALL_BATCH_TOGGLES for s in t)
 # (column tile, num_warps) of looped rows. torch.compile's looped RMSNorm, at ~100% of the
 # roof on the H200, runs XBLOCK 1, R0_BLOCK 2048 or 4096 and 16 warps (its best_config
@@ -500,6 +512,8 @@ def row_launcher(kernel, cfg: dict, rows: int, device, *args, **constexprs):
         hints["LOAD"] = "evict_last"   # the first read leaves x in cache for the second
     # SPAN: a looped row's on-chip block, a static bound for its column loops (0: loop to cols)
     span = constexprs["BLOCK"] if cfg.get("loop_block") and constexprs["ON_CHIP"] else 0
+    if cfg.get("predicated"):   # masked on the row's length though it fills the block (SMALL_BATCH_TOGGLES)
+        constexprs = {**constexprs, "EVEN": False}
     if cfg.get("loop_block"):   # the column loop, even for a row that fits on chip
         constexprs = {**constexprs, "BLOCK": cfg["loop_block"], "ON_CHIP": False, "EVEN": False}
     if "SPAN" in kernel.arg_names:
@@ -578,13 +592,13 @@ def _ran(candidates: list[dict]) -> list[dict]:
     return [c for c in candidates if all(c[t] is not None for t in TIMES)]
 
 
-def _eligible(candidates: list[dict]) -> list[dict]:
-    """The candidates within SMALL_SLACK of the fastest on the large problem."""
+def _eligible(candidates: list[dict], slack: float = SMALL_SLACK) -> list[dict]:
+    """The candidates within ``slack`` of the fastest on the large problem."""
     ran = _ran(candidates)
     if not ran:
         raise RuntimeError(f"no Triton row config ran: {candidates}")
     fastest = min(c["us"] for c in ran)
-    return [c for c in ran if c["us"] <= fastest * (1 + SMALL_SLACK)]
+    return [c for c in ran if c["us"] <= fastest * (1 + slack)]
 
 
 def _choose(candidates: list[dict]) -> dict:
@@ -619,7 +633,7 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
 
     First every tile shape (rows per tile x warps) one program per tile, without cache
     hints (and, with "looped" among the kernel's ``options``, the LOOPED_SHAPES), each
-    also digesting the bits it wrote on the large problem; those within SMALL_SLACK of
+    also digesting the bits it wrote on the large problem; those within TOGGLE_SLACK of
     the fastest, and every shape that wrote the same bits as one of them, again with the
     SMALL_BATCH_SWITCHES among the options, so that a shape is chosen for what a small
     batch of its bits can do too; then the best of those without them with a persistent
@@ -653,7 +667,7 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     candidates = []
 
     def measure(cfg):
-        if any(all(c[k] == cfg[k] for k in cfg) for c in candidates):
+        if any(all(c.get(k) == cfg[k] for k in cfg) for c in candidates):
             return
         launches = {name: bind(cfg, args, n) for name, (n, args, _) in problems.items()}
         times = {name: _measure(launches[name], problems[name][2]) for name in problems}
@@ -673,11 +687,14 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     # EARLY and ORDERED on a looped row that fits in SPAN: its operands loaded whole up front
     looped_switches = ("early", "ordered") if "looped_early" in options else ()
 
-    def applicable(cfg, toggle):   # not the on-chip path's switches on a looped config
-        return not (cfg.get("loop_block") and any(s in toggle for s in SWITCHES if s not in looped_switches))
+    def applicable(cfg, toggle):   # not the on-chip path's switches on a looped config (masked anyway)
+        return not (cfg.get("loop_block") and any(s in toggle for s in (*SWITCHES, "predicated")
+                                                  if s not in looped_switches))
 
-    small_batch = [t for t in SMALL_BATCH_TOGGLES if all(s in options for s in t)]
-    eligible = _eligible(candidates)
+    # "predicated" only where the row fills its block: a shorter one is masked already
+    small_batch = [t for t in SMALL_BATCH_TOGGLES if all(s in options for s in t)
+                   and ("predicated" not in t or (on_chip and block == cols))]
+    eligible = _eligible(candidates, TOGGLE_SLACK)
     for c in _ran(candidates) if small_batch else ():   # each shape whose bits a large config may have
         if any(same_bits(c, e) for e in eligible):
             for toggle in small_batch:
