@@ -603,15 +603,26 @@ def _eligible(candidates: list[dict], slack: float = SMALL_SLACK) -> list[dict]:
 
 def _choose(candidates: list[dict]) -> dict:
     """The large-problem candidate: among those within SMALL_SLACK of the fastest, those
-    whose bits a small batch runs fastest (with whichever config of those bits suits it:
-    a batch may take it, see Tuned.for_rows; within SMALL_TIE counts as fastest), and of
-    those the fastest on the large problem. One config's bits serve every batch."""
+    whose bits fall least short of the fastest eligible bits on the two batches below it
+    (MID_ROWS and SMALL_ROWS, each with whichever config of those bits suits it: a batch
+    may take it, see Tuned.for_rows; within SMALL_TIE counts as least), and of those the
+    fastest on the large problem. One config's bits serve every batch.
+
+    Both batches, not the small one alone: r95 (H200, LayerNorm fp32 4096 columns) had the
+    8-warp bits fastest on the large problem (126.06 us) and on 2048 rows (18.78 against
+    19.52, 3.9%), the 16-warp bits on 16 rows (5.15 against 5.28, 2.5%); choosing by 16
+    rows alone kept the 16-warp bits, which ran 4096 rows in 33.3 us where the 8-warp row
+    had run 32.1 (r94)."""
     ran, eligible = _ran(candidates), _eligible(candidates)
 
-    def small(c):   # the best a small batch with c's bits did
-        return min(d["small_us"] for d in ran if same_bits(c, d))
-    best_small = min(small(c) for c in eligible)
-    return min((c for c in eligible if small(c) <= best_small * (1 + SMALL_TIE)), key=lambda c: c["us"])
+    def best(c, problem):   # the best a batch with c's bits did
+        return min(d[problem] for d in ran if same_bits(c, d))
+    fastest = {p: min(best(c, p) for c in eligible) for p in ("mid_us", "small_us")}
+
+    def shortfall(c):   # the bits' worse ratio to the fastest on the two batches
+        return max(best(c, p) / fastest[p] for p in fastest)
+    least = min(shortfall(c) for c in eligible)
+    return min((c for c in eligible if shortfall(c) <= least + SMALL_TIE), key=lambda c: c["us"])
 
 
 def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scratch, bind,
