@@ -19,6 +19,7 @@ from omegaconf import DictConfig
 from harness import device as devices
 from harness import plan as planning
 from harness.errors import ConfigError
+from harness.interrupts import sigint_once
 from harness.processes import InterruptedProcesses, run_cell
 from harness.record import Record
 from harness.runner import CaseSpec, Runner, Settings, base_record
@@ -255,7 +256,8 @@ def _progress(r: Record) -> str:
 @hydra.main(version_base="1.3", config_path=str(planning.CONF_DIR), config_name="config")
 def _hydra_main(cfg: DictConfig) -> None:
     try:
-        code = run(cfg)
+        with sigint_once():   # a time limit's SIGINT comes twice (harness.interrupts)
+            code = run(cfg)
     except ConfigError as e:
         print(f"harness: error: {e}", file=sys.stderr)
         sys.exit(2)

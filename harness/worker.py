@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
 import time
 import traceback
 
@@ -21,6 +22,10 @@ STICKY = ("illegal memory access", "illegal instruction", "misaligned address",
 
 
 def _serve(conn, device: str, settings: Settings) -> None:
+    # A SIGINT to the process group (a terminal's Ctrl-C, a time limit's timeout) is the
+    # parent's to handle: it keeps the records and stops this worker. Cut here, a case
+    # would end as a crash of the worker instead.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         runner = Runner(torch.device(device), settings)
         conn.send(("ready", {"roof": runner.roof.__dict__ if runner.roof else None,

@@ -136,3 +136,60 @@ def test_a_sigint_after_a_crash_keeps_the_crash_as_it_is():
     crashed = run(5.0, status="crash", passed=None, median_us=None, reason="exit code 139")
     rec = partial([crashed], 3)
     assert rec.status == "crash" and rec.reason == "in process 1 of 3: exit code 139"
+
+
+def test_a_sigint_echo_is_ignored_and_a_later_sigint_interrupts():
+    """GNU timeout signals the command, then its process group: the same SIGINT twice. The
+    first raises KeyboardInterrupt; the echo, arriving while that one is being handled
+    (r96 lost a cell's finished processes so), is ignored; a SIGINT after the window
+    interrupts again; the previous handler is back after the block."""
+    import os
+    import signal
+    import time
+
+    from harness.interrupts import sigint_once
+    before = signal.getsignal(signal.SIGINT)
+    caught = 0
+    with sigint_once(echo_s=0.5):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)   # the handler runs here
+        except KeyboardInterrupt:
+            caught += 1
+            os.kill(os.getpid(), signal.SIGINT)   # the echo, inside the first one's handling
+            time.sleep(0.05)
+        time.sleep(0.5)
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+        except KeyboardInterrupt:
+            caught += 1
+    assert caught == 2
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_the_worker_ignores_sigint_and_its_parent_stops_it(tmp_path):
+    """A Ctrl-C reaches the whole process group: the worker must not die of it mid-case
+    (its case would read as a crash); the parent handles the interrupt and stops it."""
+    import os
+    import signal
+    import time
+
+    import torch
+
+    from harness.runner import CaseSpec, Settings
+    from harness.timing import TimingBudget
+    from harness.worker import IsolatedRunner
+    settings = Settings(seeds=1, base_seed=1, determinism_runs=2, invocation_id="t", roof_cache=False,
+                        budget=TimingBudget(min_samples=3, max_seconds=0.05))
+    runner = IsolatedRunner(torch.device("cpu"), settings, 120.0)
+    try:
+        first = runner.run(CaseSpec("copy", "eager", "-", "float32", (1000,)))
+        pid = runner.proc.pid
+        os.kill(pid, signal.SIGINT)
+        time.sleep(0.5)
+        assert runner.proc.is_alive()
+        second = runner.run(CaseSpec("copy", "eager", "-", "float32", (1000,)))
+        assert (first.status, second.status) == ("ok", "ok") and runner.proc.pid == pid
+    finally:
+        runner.stop()
