@@ -394,7 +394,8 @@ LOOPED_SHAPES = ((2048, 8), (2048, 16), (4096, 8), (4096, 16))
 # a cap moves no arithmetic, only registers. Not on chip: r45 (H200, LayerNorm fp32 4096
 # columns) measured 16-warp tiles capped at 32 (from 40-59) 8-89% slower on ~256 MiB: each
 # thread then holds fewer of its loads in flight. The tuning table keeps each candidate's
-# register count (regs) for such questions.
+# register count (regs) for such questions. Nor on 8 warps: one fp32 row of 4096 capped at
+# 32 (8 programs an SM) ran 30-40% slower than uncapped (r92).
 FULL_OCCUPANCY_REGS = 65536 // 2048
 
 
@@ -436,7 +437,10 @@ def static_cols(cols: int, block: int) -> int:
 # (r43), 33.54 with g, b early against 33.22 (r58); under the sweep's budget 33.77-33.90
 # against 33.75-33.95, Liger's kernel 33.53-33.66 (r59 probe). The 8-warp row's 32.5 us in
 # some probes (r35, r37, r54) did not hold in others (34.1-34.8, r51, r60); not the timing
-# budget, which r60 ruled out: the runs differed.
+# budget, which r60 ruled out: the runs differed. A third time as a probe (r92-r93, 8cf64c9:
+# HALVES, with g and b early, 32.66 us against the 16-warp row's 32.63; capped at 32
+# registers for 8 programs an SM, 43.25). What did move that batch ahead of Liger was the
+# 8-warp bits themselves (SMALL_BATCH_TOGGLES' predicated, _choose; r96: 1.014x).
 ROW_FOLD = min(b for b, _ in LOOPED_SHAPES)
 
 
