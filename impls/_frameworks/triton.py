@@ -682,7 +682,7 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     candidates = []
 
     def measure(cfg):
-        if any(all(c.get(k) == cfg[k] for k in cfg) for c in candidates):
+        if any(config_of(c) == cfg for c in candidates):   # exactly this config (predicated is a key of its own)
             return
         launches = {name: bind(cfg, args, n) for name, (n, args, _) in problems.items()}
         times = {name: _measure(launches[name], problems[name][2]) for name in problems}

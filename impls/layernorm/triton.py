@@ -239,7 +239,8 @@ def layernorm_launcher(x, weight, bias, eps, out, variant: str):
     tuned_as = VARIANTS["two_pass"] if code == VARIANTS["naive"] else code
     cfg, table = row_choice(("layernorm", tuned_as, cols), rows, cols, block, on_chip, x.dtype, x.device,
                             scratch, lambda cfg, args, n: bind(cfg, args, n, tuned_as),
-                            options=(*ROW_OPTIONS, "reload", "looped_early", "predicated") if on_chip else (), kernel=_layernorm)
+                            options=(*ROW_OPTIONS, "reload", "looped_early", "predicated") if on_chip else (),
+                            kernel=_layernorm)
     config = row_config(cfg, block, on_chip)
     if tuned_as != code:
         config["tuned_as"] = "two_pass"
