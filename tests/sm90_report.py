@@ -84,6 +84,7 @@ def kernels():
     out = []
     for dt in ("bf16", "fp32"):
         p = "*" + dt
+        itemsize = 2 if dt == "bf16" else 4
         out += [
             ("copy", _copy, {"x_ptr": p, "y_ptr": p, "n": "i32"}, {"BLOCK": 8192}, 8, XY, True),
             ("scale", _scale, {"x_ptr": p, "y_ptr": p, "a": "fp32", "n": "i32"}, {"BLOCK": 8192}, 8, XY, True),
@@ -98,7 +99,7 @@ def kernels():
             reduce_entry("sum_one_program", p, is_max=False, atomic=False, aligned=("x_ptr", "n"), one_program=True),
             reduce_entry("max_one_program", p, is_max=True, atomic=False, aligned=("x_ptr", "n"), one_program=True),
         ]
-        group = 8 if dt == "bf16" else 4
+        group = 16 // itemsize   # one 16-byte vector per Welford group, as the launcher has it
         for cols, rows, warps in ((4096, 2, 8), (16384, 1, 32)):
             on_chip = {"ROWS": rows, "BLOCK": cols, "ON_CHIP": True, "EVEN": True, "SPAN": 0}
             out += [
@@ -133,7 +134,7 @@ def kernels():
         # length though it fills the block) as the tuner launches one row on 8 warps (its
         # sums folded: fold_width), beside the same tile unmasked
         ln = {"x_ptr": p, "g_ptr": p, "b_ptr": p, "y_ptr": p}
-        fold = fold_width(4096, 8, 2 if dt == "bf16" else 4)
+        fold = fold_width(4096, 8, itemsize)
         for name, even in (("layernorm_small_early_folded", True), ("layernorm_small_predicated", False)):
             out.append((name, _layernorm, {**ln, **row, "eps": "fp32"},
                         {**small, "EARLY": True, "EVEN": even, "FOLD": fold}, 8, (*ln, "cols"), True))
@@ -167,7 +168,7 @@ def kernels():
         # LayerNorm two_pass on chip (4096, one row a tile), its sums folded into 2048-wide
         # tiles (row_sums) or not; "forced": folded where fold_width would not (bf16, 16 warps)
         for warps in (8, 16):
-            fold = fold_width(4096, warps, 2 if dt == "bf16" else 4)
+            fold = fold_width(4096, warps, itemsize)
             for name, width in (("fold", fold), ("nofold", 0), ("forced", 2048)):
                 out.append((f"layernorm_two_pass{warps}w_{name}", _layernorm,
                             {"x_ptr": p, "g_ptr": p, "b_ptr": p, "y_ptr": p, **row, "eps": "fp32"},

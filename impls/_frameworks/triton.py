@@ -311,10 +311,11 @@ MID_ROWS = 2048             # the third: a few waves, still latency-bound (r13: 
 SMALL_SLACK = 0.01          # how much large-problem time buys a faster small problem
 TOGGLE_SLACK = 0.03         # how close to the fastest a shape's family must run the large
                             # problem for its small-batch toggles to be measured there too:
-                            # a toggle moves a config by more than SMALL_SLACK (r94, H200,
+                            # a toggle moves a config by more than SMALL_SLACK (r93, H200,
                             # LayerNorm fp32 4096 columns, 16384 rows: looped 2048/8w 127.39
                             # us, with EARLY 125.61, the fastest of all; a band of SMALL_SLACK
-                            # had left its family out, 1.01% behind looped 2048/16w)
+                            # had left its family out, 1.01% behind looped 2048/16w in the
+                            # tuner's table before it)
 SMALL_TIE = 0.01            # small-problem times this close are equal: ~0.05 us at 5 us, about
                             # the median's uncertainty over 1000 samples and 1.5 ticks of the
                             # 32 ns event clock (softmax 16384x8192 bf16, H200: 8 warps' 5.31
