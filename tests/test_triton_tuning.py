@@ -698,12 +698,31 @@ def test_a_batch_between_the_problems_takes_its_own_fastest_config_of_the_chosen
     # measured once per process
     timed.clear()
     assert fw.for_batch(tuned, ("stand-in", 4096), _Fp16, 1823, scratch, bind)[0] == cfg and not timed
-    # a tuning problem's batch, and one of at least half the large problem's rows: unmeasured
+    # a tuning problem's batch, and one from half the large problem's rows to its size: unmeasured
     large = tuned.batches[0][0]
-    for rows in (fw.SMALL_ROWS, fw.MID_ROWS, large // 2, large):
+    for rows in (fw.SMALL_ROWS, fw.MID_ROWS, large // 2, large - 1, large):
         assert fw.for_batch(tuned, ("stand-in", 4096), _Fp16, rows, scratch, bind) == \
             (tuned.for_rows(rows), tuned.table)
     assert not timed
+
+
+def test_a_batch_larger_than_the_large_problem_is_measured_itself(monkeypatch):
+    """r96 (H200, LayerNorm fp32 4096 columns): the large problem (16384 rows) ranked two
+    configs of the chosen bits 0.1% apart, and 32768 rows, taking its choice, ran 256.10 us
+    where r95's had run 250.88. A batch beyond the large problem times the chosen bits'
+    configs on its own size and takes the fastest of them there, never one of other bits."""
+    twice = 2 * (fw.SCRATCH_BYTES // (4096 * _Fp16.itemsize))
+
+    def batch_time(cfg, shape):   # 1x4 (the same bits as the chosen 2x8) fastest; 1x8 (other bits) faster still
+        return 180.0 if shape == (1, 8) else 190.0 if shape == (1, 4) else 200.0
+
+    timed = []
+    tuned, scratch, bind = _tuned_then_a_batch(monkeypatch, twice, batch_time, timed, "other bits")
+    assert tuned.batches[0][0] == twice // 2
+    cfg, table = fw.for_batch(tuned, ("stand-in", 4096), _Fp16, twice, scratch, bind)
+    assert (cfg["rows"], cfg["num_warps"], cfg["tuned_for_rows"]) == (1, 4, twice)
+    assert set(timed) == {twice} and table["batch"]["rows"] == twice
+    assert _warps_a_row(cfg) == _warps_a_row(tuned.config)
 
 
 def test_a_batch_tries_the_other_cache_hints_and_grid_on_its_fastest_config(monkeypatch):

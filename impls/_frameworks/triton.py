@@ -750,8 +750,20 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
 # two_pass fp32 1823x781: 4x4 tiles with x read again, fastest of the chosen bits on the
 # 2048-row problem, ran 1823 rows in 8.68 us; 2x4 tiles, the same bits, in 7.91, ahead of
 # torch.compile's 8.40: 912 programs of 2 rows fill one wave, 1024 do not). A batch of at
-# least this share of the large problem's rows streams from memory: it takes that config.
+# least this share of the large problem's rows, and no larger, streams from memory much as
+# the large problem does: it takes that config. A larger batch is measured itself: the
+# large problem's 200 samples may rank two configs a percent apart either way (r96, H200,
+# LayerNorm fp32 4096 columns: looped 2048/8w plain 127.39 us against 127.54 with EARLY on
+# 16384 rows, which r93's probe had run 125.61 with EARLY; 32768 rows took the plain one,
+# 256.10 us, where r95's had run 250.88).
 BATCH_MEASURED_BELOW = 0.5
+
+
+def _takes_the_tuned_config(rows: int, problems: list[int]) -> bool:
+    """A tuning problem's batch, or one from BATCH_MEASURED_BELOW of the large problem's
+    rows up to the large problem's: for_batch takes the config tuned there unmeasured."""
+    large = max(problems)
+    return rows in problems or BATCH_MEASURED_BELOW * large <= rows <= large
 
 
 def _other_grids(c: dict) -> list[dict]:
@@ -793,8 +805,8 @@ def _family(tuned: Tuned) -> list[dict]:
 
 def for_batch(tuned: Tuned, key, dtype, rows: int, make_scratch, bind) -> tuple[dict, dict]:
     """(config, tuning table) for a batch of ``rows``: a tuning problem's rows, or a batch
-    of at least BATCH_MEASURED_BELOW of the large problem's, takes the config tuned there
-    (Tuned.for_rows); any other batch, the config of the chosen bits (_family) fastest on
+    from BATCH_MEASURED_BELOW of the large problem's rows up to its size, takes the config
+    tuned there (Tuned.for_rows); any other batch, smaller or larger, the config of the chosen bits (_family) fastest on
     a scratch batch of its own size (make_scratch, bind as for tune_rows), then that config
     with each of the BATCH_TOGGLES, measured outside any timed region and kept on disk
     beside the tuner's choice (tuning_cache: a later process, a nightly run, takes the same
@@ -802,7 +814,7 @@ def for_batch(tuned: Tuned, key, dtype, rows: int, make_scratch, bind) -> tuple[
     that wrote the chosen config's bits there too may serve it: the bits never depend on the
     batch. The table then has that measurement under "batch"."""
     problems = [n for n, _ in tuned.batches]
-    if interpreting() or not problems or rows in problems or rows >= BATCH_MEASURED_BELOW * max(problems):
+    if interpreting() or not problems or _takes_the_tuned_config(rows, problems):
         return tuned.for_rows(rows), tuned.table
     family = _family(tuned)
     if not family:
