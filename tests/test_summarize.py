@@ -11,7 +11,7 @@ def rec(impl, gbps, variant="-", status="ok", shape=(16, 4096), dtype="bfloat16"
         **extra):
     return {"op": "rmsnorm", "impl": impl, "variant": variant, "dtype": dtype, "shape": list(shape),
             "bytes": shape[0] * shape[1] * 4, "gbps": gbps, "pct_roof": gbps / 43, "status": status,
-            "timestamp": ts, "impl_config": {}, **extra}
+            "timestamp": ts, "impl_config": {}, "provenance": {"gpu_uuid": "GPU-a"}, **extra}
 
 
 def summarize(tmp_path, records, *args):
@@ -79,3 +79,14 @@ def test_each_case_shows_its_sustained_percent_of_roof_where_it_was_timed_so(tmp
     records = [rec("triton", 50, pct_roof_sustained=97.25), rec("torch_compile", 45)]   # the peer: an older record
     out = summarize(tmp_path, records)
     assert "| 1.111 | 97.2, - |" in out
+
+
+def test_a_ratio_of_records_from_two_gpus_is_marked(tmp_path):
+    """Records from two GPUs (gpu_uuid), or one naming none, carry a mark and the table a
+    note; both from one GPU, none."""
+    records = [rec("triton", 50), rec("liger", 40, provenance={"gpu_uuid": "GPU-b"}),
+               rec("triton", 50, dtype="float32"), rec("liger", 40, dtype="float32", provenance={}),
+               rec("triton", 50, dtype="float16"), rec("liger", 40, dtype="float16")]
+    out = summarize(tmp_path, records, "--matrix")
+    assert "| rmsnorm | 16x4096 | 1.250‡ | 1.250 | 1.250‡ |" in out and "different GPUs" in out
+    assert "‡" not in summarize(tmp_path, records[4:])
