@@ -102,8 +102,7 @@ class Record:
 
     @property
     def impl_label(self) -> str:
-        """The impl as tables and logs name it: ``triton/two_pass``, or ``eager`` (no variant)."""
-        return self.impl if self.variant == "-" else f"{self.impl}/{self.variant}"
+        return impl_label(self.impl, self.variant)
 
     @property
     def case_label(self) -> str:
@@ -132,6 +131,11 @@ class Record:
 # modes must not compare the two as one case's history, nor a summary rank them as one.
 # Only non-default values show (runs from before a setting existed ran its default).
 SERIES_SETTINGS = {"torch_compile": {"shapes": "dynamic_rows"}}
+
+
+def impl_label(impl: str, variant: str) -> str:
+    """The impl as tables and logs name it: ``triton/two_pass``, or ``eager`` (no variant)."""
+    return impl if variant == "-" else f"{impl}/{variant}"
 
 
 def series_label(impl: str, impl_config: dict | None) -> str:
