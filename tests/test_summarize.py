@@ -90,3 +90,21 @@ def test_a_ratio_of_records_from_two_gpus_is_marked(tmp_path):
     out = summarize(tmp_path, records, "--matrix")
     assert "| rmsnorm | 16x4096 | 1.250‡ | 1.250 | 1.250‡ |" in out and "different GPUs" in out
     assert "‡" not in summarize(tmp_path, records[4:])
+
+
+def test_same_gpu_compares_each_case_on_the_gpu_where_both_last_ran(tmp_path):
+    """--same-gpu: Triton measured again on another GPU without its peers does not displace
+    the last comparison made on one GPU; of two GPUs with both, the later comparison counts;
+    a case never compared on one GPU is left out."""
+    a, b, c = ({"gpu_uuid": g} for g in ("GPU-a", "GPU-b", "GPU-c"))
+    records = [rec("triton", 50, provenance=a), rec("liger", 40, provenance=a),
+               rec("triton", 30, provenance=b, ts="2026-11-29T12:00:00"),                    # alone on b
+               rec("triton", 60, dtype="float32", provenance=a), rec("liger", 50, dtype="float32", provenance=a),
+               rec("triton", 66, dtype="float32", provenance=c, ts="2026-11-29T12:00:00"),
+               rec("liger", 60, dtype="float32", provenance=c, ts="2026-11-29T12:00:00"),   # later on c
+               rec("triton", 50, dtype="float16", provenance=a), rec("liger", 40, dtype="float16", provenance=b)]
+    out = summarize(tmp_path, records, "--matrix")
+    assert "| rmsnorm | 16x4096 | **0.750**‡ | 1.250‡ | 1.100 |" in out
+    out = summarize(tmp_path, records, "--matrix", "--same-gpu")
+    assert "| op | shape | bfloat16 | float32 |" in out   # fp16 never compared on one GPU: no column
+    assert "| rmsnorm | 16x4096 | 1.250 | 1.100 |" in out and "‡" not in out
