@@ -108,3 +108,7 @@ def test_same_gpu_compares_each_case_on_the_gpu_where_both_last_ran(tmp_path):
     out = summarize(tmp_path, records, "--matrix", "--same-gpu")
     assert "| op | shape | bfloat16 | float32 |" in out   # fp16 never compared on one GPU: no column
     assert "| rmsnorm | 16x4096 | 1.250 | 1.100 |" in out and "‡" not in out
+    # records naming no GPU are on none: they neither displace GPU-a's comparison nor make one
+    unplaced = [rec("triton", 10, provenance={}, ts="2026-11-29T13:00:00"),
+                rec("liger", 90, provenance={}, ts="2026-11-29T13:00:00")]
+    assert "| rmsnorm | 16x4096 | 1.250 | 1.100 |" in summarize(tmp_path, records + unplaced, "--matrix", "--same-gpu")
