@@ -82,9 +82,19 @@ def compare(got: torch.Tensor, ref: torch.Tensor, tol: Tol, scale, case: str, se
     if n_bad:
         first = int((~ok).reshape(-1).nonzero()[0])
         unwritten = int((nan_out & ~nan_ref).sum())
+        got_v, want_v = float(out.reshape(-1)[first]), float(ref.reshape(-1)[first])
+        # The band at that element, not just rtol and atol: atol is scaled by the op's
+        # per-element size of the cancelling terms, which can be far below 1 (r102: an
+        # allowed band of ~4e-45 where 'atol 1.91e-06' alone read as a wide one).
         detail = (f"{n_bad} of {ref.numel()} elements outside tolerance (rtol {tol.rtol:.3g}, "
-                  f"atol {tol.atol:.3g}); first at flat index {first}: got "
-                  f"{float(out.reshape(-1)[first])!r}, want {float(ref.reshape(-1)[first])!r}")
+                  f"atol {tol.atol:.3g}); first at flat index {first}: got {got_v!r}, "
+                  f"want {want_v!r}")
+        if bool(finite.reshape(-1)[first]):
+            detail += (f" (|error| {float(err.reshape(-1)[first]):.3g}, allowed "
+                       f"{float(allowed.reshape(-1)[first]):.3g})")
+        if fi and got_v == 0.0 and want_v != 0.0 and abs(want_v) < fi.smallest_normal:
+            detail += (f"; the exact result is subnormal in {str(got.dtype).removeprefix('torch.')} "
+                       f"and the impl gave 0 (subnormals flushed to zero, or an intermediate underflowed)")
         if unwritten:
             detail += f"; {unwritten} NaN where a number was due (unwritten or NaN-producing)"
     return CheckResult(case, seed, n_bad == 0, n_bad, ref.numel(), max_abs, max_rel, tol_used, detail)

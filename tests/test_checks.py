@@ -95,3 +95,17 @@ def test_determinism_counts_distinct_patterns():
                    torch.tensor([2.0])), torch.tensor([1.0])])
     det = checks.determinism(lambda: next(values), torch.empty(1), runs=4)
     assert det.n_distinct == 2 and det.max_ulp_spread == 1 and not det.deterministic
+
+
+def test_a_failure_names_the_band_it_missed_and_a_flushed_subnormal():
+    # a per-element scale near 0 narrows atol's band far below atol itself: the message says so
+    ref = torch.tensor([1.0, -1.3e-41], dtype=torch.float64)
+    tol = Tol(rtol=1e-6, atol=1e-6, why="test")
+    scale = torch.tensor([1.0, 0.0], dtype=torch.float64)
+    r = checks.compare(torch.tensor([1.0, 0.0]), ref, tol, scale, "c", 0)
+    assert not r.passed and r.n_bad == 1
+    assert "(|error| 1.3e-41, allowed 1.41e-45)" in r.detail, r.detail
+    assert "subnormal in float32 and the impl gave 0" in r.detail
+    # an ordinary miss: the band is named, no word of subnormals
+    r = checks.compare(torch.tensor([1.1, -1.3e-41]), ref, tol, scale, "c", 0)
+    assert not r.passed and "allowed 2e-06" in r.detail and "subnormal" not in r.detail
