@@ -81,17 +81,17 @@ def compare(got: torch.Tensor, ref: torch.Tensor, tol: Tol, scale, case: str, se
     detail = ""
     if n_bad:
         first = int((~ok).reshape(-1).nonzero()[0])
+        at_first = lambda t: t.reshape(-1)[first]  # noqa: E731  (one element, five tensors)
         unwritten = int((nan_out & ~nan_ref).sum())
-        got_v, want_v = float(out.reshape(-1)[first]), float(ref.reshape(-1)[first])
+        got_v, want_v = float(at_first(out)), float(at_first(ref))
         # The band at that element, not just rtol and atol: atol is scaled by the op's
         # per-element size of the cancelling terms, which can be far below 1 (r102: an
         # allowed band of ~4e-45 where 'atol 1.91e-06' alone read as a wide one).
         detail = (f"{n_bad} of {ref.numel()} elements outside tolerance (rtol {tol.rtol:.3g}, "
                   f"atol {tol.atol:.3g}); first at flat index {first}: got {got_v!r}, "
                   f"want {want_v!r}")
-        if bool(finite.reshape(-1)[first]):
-            detail += (f" (|error| {float(err.reshape(-1)[first]):.3g}, allowed "
-                       f"{float(allowed.reshape(-1)[first]):.3g})")
+        if bool(at_first(finite)):
+            detail += f" (|error| {float(at_first(err)):.3g}, allowed {float(at_first(allowed)):.3g})"
         if fi and got_v == 0.0 and want_v != 0.0 and abs(want_v) < fi.smallest_normal:
             detail += (f"; the exact result is subnormal in {str(got.dtype).removeprefix('torch.')} "
                        f"and the impl gave 0 (subnormals flushed to zero, or an intermediate underflowed)")
