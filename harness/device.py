@@ -1,6 +1,7 @@
 """Which device a run uses, and how much memory it has."""
 from __future__ import annotations
 
+import contextlib
 import os
 
 import torch
@@ -39,6 +40,17 @@ def memory_bytes(device: torch.device) -> int:
     except OSError:
         pass
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+
+
+def case_stream(device: torch.device) -> "torch.cuda.Stream | None":
+    """The stream cases run on: a CUDA stream of their own (not the legacy default stream);
+    None on a CPU."""
+    return torch.cuda.Stream(device) if device.type == "cuda" else None
+
+
+def on_stream(stream: "torch.cuda.Stream | None"):
+    """A context in which ``stream`` is current (nothing, for None)."""
+    return torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
 
 
 def synchronize(device: torch.device) -> None:

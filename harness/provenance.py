@@ -58,7 +58,12 @@ def _nvml(index: int) -> dict:
             "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
             "sm_clock_max_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
             "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
+            "mem_clock_max_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM),
         }
+        try:
+            info["clock_slowdowns"] = _slowdowns(pynvml, pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(h))
+        except pynvml.NVMLError:
+            pass
         try:
             info["power_limit_w"] = pynvml.nvmlDeviceGetPowerManagementLimit(h) / 1000
         except pynvml.NVMLError:
@@ -66,6 +71,18 @@ def _nvml(index: int) -> dict:
         return info
     except Exception:  # noqa: BLE001 - NVML missing or refused: provenance is best-effort
         return {}
+
+
+# NVML's reasons for clocks held below their maximum that slow a memory-bound kernel down
+# (idle, application-clock settings and the software power cap's gentle trimming are not among them).
+SLOWDOWNS = {"nvmlClocksThrottleReasonHwSlowdown": "hardware slowdown",
+             "nvmlClocksThrottleReasonSwThermalSlowdown": "thermal (software)",
+             "nvmlClocksThrottleReasonHwThermalSlowdown": "thermal (hardware)",
+             "nvmlClocksThrottleReasonHwPowerBrakeSlowdown": "power brake"}
+
+
+def _slowdowns(pynvml, mask: int) -> list[str]:
+    return [what for name, what in SLOWDOWNS.items() if mask & getattr(pynvml, name, 0)]
 
 
 def _cpu_model() -> str:
@@ -109,8 +126,41 @@ def collect(device: torch.device) -> dict:
 
 
 def refresh_clocks(prov: dict, device: torch.device) -> dict:
-    """The SM clock read now (it moves with load and temperature), for a case's record."""
+    """The clocks read now (they move with load and temperature), for a case's record."""
     if device.type != "cuda":
         return prov
     live = _nvml(device.index or 0)
     return {**prov, **{k: live[k] for k in ("sm_clock_mhz", "mem_clock_mhz") if k in live}}
+
+
+# A case timed below these fractions of the maximum clocks ran far below the GPU's normal
+# clocks. A memory-bound kernel's time follows the memory clock, which an H200 holds at
+# its maximum under load; the SM clock trims with power and temperature by ~10%.
+SM_CLOCK_FLOOR = 0.75
+MEM_CLOCK_FLOOR = 0.95
+
+
+def clock_check(prov: dict, device: torch.device, at_start: dict) -> tuple[dict, str]:
+    """The clocks at a case's start (``at_start``, its provenance) and right after its
+    timing, and a note when the second reading is far below the GPU's maximum clocks or
+    NVML reports a slowdown: ({...}, note or "")."""
+    if device.type != "cuda":
+        return {}, ""
+    live = _nvml(device.index or 0)
+    if "sm_clock_mhz" not in live:
+        return {}, ""
+    clocks = {"sm_start_mhz": at_start.get("sm_clock_mhz"), "mem_start_mhz": at_start.get("mem_clock_mhz"),
+              "sm_after_mhz": live["sm_clock_mhz"], "mem_after_mhz": live["mem_clock_mhz"],
+              "sm_max_mhz": live["sm_clock_max_mhz"], "mem_max_mhz": live["mem_clock_max_mhz"],
+              "slowdowns": live.get("clock_slowdowns", [])}
+    return clocks, clock_note(clocks)
+
+
+def clock_note(c: dict) -> str:
+    low = []
+    if c["sm_max_mhz"] and c["sm_after_mhz"] < SM_CLOCK_FLOOR * c["sm_max_mhz"]:
+        low.append(f"SM clock {c['sm_after_mhz']} of {c['sm_max_mhz']} MHz")
+    if c["mem_max_mhz"] and c["mem_after_mhz"] < MEM_CLOCK_FLOOR * c["mem_max_mhz"]:
+        low.append(f"memory clock {c['mem_after_mhz']} of {c['mem_max_mhz']} MHz")
+    low += [f"NVML reports {s}" for s in c.get("slowdowns", [])]
+    return ("timed below normal clocks: " + ", ".join(low)) if low else ""

@@ -10,7 +10,9 @@ import uuid
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-STATUSES = ("ok", "fail", "skipped", "error", "oom", "crash", "timeout")
+# invalid: the impl broke the launcher's contract (harness.integrity) or its time is
+# physically impossible; its times, if any, are kept, but no bandwidth is claimed.
+STATUSES = ("ok", "fail", "invalid", "skipped", "error", "oom", "crash", "timeout")
 
 
 @dataclass
@@ -72,6 +74,12 @@ class Record:
     batch_invariant: bool | None = None
     batch_sizes: list[int] = field(default_factory=list)
     batch_note: str = ""
+    # the launcher's contract (harness.integrity): each violation in words; status invalid if any
+    violations: list[str] = field(default_factory=list)
+    stream_note: str = ""            # what the stream check saw (or why it did not run)
+    # NVML clocks at the case's start and after its timing (provenance.clock_check)
+    clocks: dict[str, Any] = field(default_factory=dict)
+    clock_note: str = ""             # set when the case was timed far below the GPU's normal clocks
     # identity and provenance
     seed: int | None = None
     params: dict[str, Any] = field(default_factory=dict)
@@ -95,6 +103,11 @@ class Record:
         self.sustained_gbps = self.bytes / (self.sustained_us * 1e-6) / 1e9 if self.sustained_us else None
         self.pct_roof_sustained = (100 * self.sustained_gbps / self.sustained_roof_gbps
                                    if self.sustained_gbps and self.sustained_roof_gbps else None)
+
+    def clear_rates(self) -> None:
+        """No bandwidth claimed (an invalid case): the rates go, the times stay as evidence."""
+        for name in ("gbps", "pct_roof", "pct_peak", "sustained_gbps", "pct_roof_sustained"):
+            setattr(self, name, None)
 
     @property
     def shape_str(self) -> str:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from harness.record import Record, series_label
 
-BROKEN = ("error", "crash", "timeout", "oom")
+BROKEN = ("invalid", "error", "crash", "timeout", "oom")
 RAN = ("ok", "fail")
 
 

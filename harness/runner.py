@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from harness import checks, registry, roofline
-from harness.device import synchronize
-from harness.provenance import collect, refresh_clocks
+from harness import checks, integrity, registry, roofline
+from harness.device import case_stream, on_stream, synchronize
+from harness.provenance import clock_check, collect, refresh_clocks
 from harness.record import Record
 from harness.timing import TimingBudget, WallTimer, timer_for
 
@@ -82,6 +82,10 @@ class Runner:
         except Exception as e:  # noqa: BLE001 - no roof means no %-of-roof, not no results
             self.roof_error = f"roof measurement failed: {type(e).__name__}: {e}"
         self._op_instances: dict = {}
+        # Cases run on a stream of their own, not the legacy default stream: work a
+        # framework queues on the legacy stream (CuPy's and Numba's default) is then
+        # unordered with the timed stream, and the stream check can tell it apart.
+        self.stream = case_stream(device)
 
     def op(self, name: str, params: dict):
         key = (name, tuple(sorted(params.items())))
@@ -95,15 +99,8 @@ class Runner:
         if rec.status == "skipped":
             return rec
         try:
-            op = self.op(spec.op, spec.params)
-            dtype = DTYPES[spec.dtype]
-            impl = self._impl(spec)
-            launch, inputs, out = self._check(rec, op, impl, spec.shape, dtype)
-            rec.impl_config = {**self.frameworks[spec.impl].settings(), **getattr(launch, "config", {})}
-            rec.tuning = dict(getattr(launch, "tuning", {}))
-            self._repeatability(rec, op, impl, launch, inputs, out)
-            self._time(rec, launch, self.frameworks[spec.impl].interpreted(self.device))
-            rec.status = "ok" if rec.passed else "fail"
+            with on_stream(self.stream):
+                self._run(rec, spec)
         except torch.cuda.OutOfMemoryError as e:
             rec.status, rec.reason = "oom", f"out of memory: {str(e).splitlines()[0]}"
         except Exception as e:  # noqa: BLE001 - one failing impl never stops the others
@@ -118,6 +115,44 @@ class Runner:
                     if rec.status not in ("error", "oom"):
                         rec.status, rec.reason = "error", f"{type(e).__name__}: {e}"
         return rec
+
+    def _run(self, rec: Record, spec: CaseSpec) -> None:
+        op = self.op(spec.op, spec.params)
+        dtype = DTYPES[spec.dtype]
+        impl = self._impl(spec)
+        launch, inputs, out = self._check(rec, op, impl, spec.shape, dtype)
+        rec.impl_config = {**self.frameworks[spec.impl].settings(), **getattr(launch, "config", {})}
+        rec.tuning = dict(getattr(launch, "tuning", {}))
+        self._contract(rec, op, launch, inputs, out, spec.shape, dtype)
+        if rec.violations:
+            rec.status = "invalid"
+            rec.reason = "; ".join(rec.violations) + (f"; the checks: {rec.reason}" if rec.reason else "")
+            return   # a launcher that breaks the contract is not timed: its time would not be its work's
+        before = integrity.snapshot(inputs)
+        self._repeatability(rec, op, impl, launch, inputs, out)
+        self._time(rec, launch, self.frameworks[spec.impl].interpreted(self.device))
+        rec.clocks, rec.clock_note = clock_check(self.provenance, self.device, rec.provenance)
+        after = integrity.written_inputs(inputs, before, "the determinism, batch and timed launches")
+        limit = integrity.impossible(rec.gbps, rec.bytes, self.provenance.get("gpu_l2_bytes"),
+                                     rec.peak_gbps, rec.roof_gbps)
+        rec.violations = [v for v in (after, limit) if v]
+        if rec.violations:
+            rec.status, rec.reason = "invalid", "; ".join(rec.violations)
+            rec.clear_rates()
+            return
+        rec.status = "ok" if rec.passed else "fail"
+
+    def _contract(self, rec: Record, op, launch, inputs, out, shape, dtype) -> None:
+        """The launcher's contract (harness.integrity): recompute, bind, one stream."""
+        sync = lambda: synchronize(self.device)  # noqa: E731
+        found = []
+        if rec.passed:   # a launcher already wrong on its checked inputs is a failure, not a cheat
+            stale, result = integrity.recompute(launch, out, sync)
+            found.append(stale or integrity.rebind(op, launch, inputs, out, result, shape, dtype,
+                                                   self.device, self.settings.base_seed + 500, sync))
+        stream, rec.stream_note = integrity.stream_check(launch, self.device)
+        found.append(stream)
+        rec.violations += [v for v in found if v]
 
     def _impl(self, spec: CaseSpec) -> registry.Impl:
         key = (spec.op, spec.impl, spec.variant)
@@ -137,10 +172,15 @@ class Runner:
         for case, seed in cases:
             inputs = op.inputs(shape, dtype, self.device, seed, case)
             out = op.make_output(inputs)
+            before = integrity.snapshot(inputs)
             launch = impl.bind(**inputs, out=out)
             checks.poison(out)
             got = checks.result_of(launch, out)
             synchronize(self.device)
+            written = integrity.written_inputs(inputs, before, f"bind and the checked launch ({case}, seed {seed})")
+            if written and not rec.violations:   # the first set that shows it
+                rec.violations.append(written)
+            del before
             ref = op.reference(**inputs)
             results.append(checks.compare(got, ref, tol, op.error_scale(inputs, ref), case, seed))
             del got, ref

@@ -1,0 +1,187 @@
+"""The launcher's contract, checked: what the harness times is the work, all of it.
+
+The harness times only the launcher, with events on the current stream, after ``bind``.
+So four things must hold, or a number is a lie however right the output is:
+
+- **inputs read-only**: the inputs are bit-identical after every launch (``written_inputs``);
+- **recompute**: a second launch on the same inputs writes its output again (a launcher
+  that caches its result, by pointer or otherwise, leaves the poison there: ``recompute``);
+- **bind prepares, never computes**: the inputs, refilled in place with fresh values after
+  ``bind``, give the fresh answer (a launcher that reads a copy taken at bind, or copies an
+  answer computed at bind, gives the old one: ``rebind``);
+- **one stream**: every GPU activity a launch queues runs on the current PyTorch stream
+  (``stream_check``). Work on a private stream or on the legacy default stream (CuPy's and
+  Numba's default when no stream is passed) is not between the events: measured on the
+  H200, such a launcher timed at 6,437% of the roof.
+
+Last, the physical limit (``impossible``): a case that moves more than the L2 holds cannot
+stream faster than the memory's datasheet peak; one that reads faster did its work outside
+the timed stream, or skipped it.
+
+Each check returns None when it holds, else the reason, worded as the violation; the
+runner records a case with any violation as ``invalid``, and claims no bandwidth for it.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from harness import checks
+
+Inputs = dict
+
+
+def snapshot(inputs: Inputs) -> dict[str, torch.Tensor]:
+    """The inputs' bits, kept to compare against after launches."""
+    return {k: v.detach().clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
+
+
+def written_inputs(inputs: Inputs, before: dict[str, torch.Tensor], when: str) -> str | None:
+    """None if every input tensor still has the bits it had; else which changed, and how much."""
+    changed = []
+    for k, old in before.items():
+        new = inputs[k]
+        diff = checks.raw_bits(new.detach()).reshape(-1) != checks.raw_bits(old).reshape(-1)
+        n = int(diff.sum())
+        if n:
+            changed.append(f"{k} ({n} of {old.numel()} elements)")
+    if not changed:
+        return None
+    return (f"writes its inputs: {', '.join(changed)} changed by {when}; "
+            f"inputs are read-only (an impl that needs scratch space allocates it in bind)")
+
+
+def recompute(launch, out: torch.Tensor, sync: Callable[[], None]) -> tuple[str | None, torch.Tensor]:
+    """Poison the output and launch again on the same inputs: every element must be written.
+    (violation or None, the launch's result)."""
+    checks.poison(out)
+    got = checks.result_of(launch, out)
+    sync()
+    if got is not out or not out.is_floating_point():
+        return None, got   # a launcher that returns its output: rebind checks that it is fresh
+    unwritten = int(torch.isnan(out).sum())
+    if not unwritten:
+        return None, got
+    return (f"does not recompute: a second launch on the same inputs left {unwritten} of "
+            f"{out.numel()} output elements unwritten (as the poison left them); a launcher "
+            f"must do the whole work on every call, not return a result it cached"), got
+
+
+def rebind(op, launch, inputs: Inputs, out: torch.Tensor, before: torch.Tensor, shape, dtype, device,
+           seed: int, sync: Callable[[], None]) -> str | None:
+    """Refill the bound input tensors in place, one at a time, with a fresh random set of the
+    same shape; after each, the launcher's output must match the new reference. ``before``:
+    the launcher's last result on the inputs as they are."""
+    fresh = op.inputs(shape, dtype, device, seed, "random")
+    tol = op.tolerance(dtype)
+    before = before.detach().clone()
+    for k, v in inputs.items():
+        if not (isinstance(v, torch.Tensor) and isinstance(fresh.get(k), torch.Tensor) and fresh[k].shape == v.shape):
+            continue
+        v.copy_(fresh[k])
+        checks.poison(out)
+        got = checks.result_of(launch, out)
+        sync()
+        ref = op.reference(**inputs)
+        result = checks.compare(got, ref, tol, op.error_scale(inputs, ref), f"{k} refilled", seed)
+        if result.passed:
+            before = got.detach().clone()
+            continue
+        stale = got.shape == before.shape and torch.equal(checks.raw_bits(got.detach()), checks.raw_bits(before))
+        why = (f"kept the bits it had before: it reads a copy of {k} taken at bind, or an answer "
+               f"computed at bind, or a result cached by pointer" if stale
+               else f"is wrong for the new values ({result.detail})")
+        return (f"bind did work that belongs to the launch: with {k} refilled in place after bind "
+                f"(fresh values, seed {seed}), the launcher's output {why}; bind may prepare "
+                f"(views, builds, launch configs), never read the values")
+    return None
+
+
+# --- one stream -------------------------------------------------------------------------
+
+MARKER = "spin_kernel"   # torch.cuda._sleep's kernel: the marker of the current stream in a trace
+
+
+def _gpu_activities(prof) -> list[tuple[str, int, int]]:
+    """(name, stream id, start ns) of every GPU activity (kernels, copies, sets) in a trace."""
+    found = []
+    for e in prof.profiler.kineto_results.events():
+        if e.device_type() == torch.autograd.DeviceType.CUDA:
+            found.append((e.name(), int(e.device_resource_id()), int(e.start_ns())))
+    return sorted(found, key=lambda a: a[2])
+
+
+def stream_check(launch, device: torch.device) -> tuple[str | None, str]:
+    """Trace two launches (CUPTI, through torch.profiler) between markers queued on the
+    current stream, and on the legacy default stream to name it: (violation or None, note).
+    Every activity of each launch must run on the current stream, and each launch must queue
+    some GPU work (one that queues none on its second call computed nothing)."""
+    if device.type != "cuda":
+        return None, ""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+    except ImportError as e:
+        return None, f"stream check not run: torch.profiler unavailable ({e})"
+    current = torch.cuda.current_stream(device)
+    legacy = torch.cuda.default_stream(device)
+    if current == legacy:
+        return None, ("stream check not run: the current stream is the legacy default stream, "
+                      "so work on it cannot be told apart")
+    try:
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            with torch.cuda.stream(legacy):
+                torch.cuda._sleep(1)
+            torch.cuda.synchronize(device)
+            for _ in range(2):
+                torch.cuda._sleep(1)
+                launch()
+                torch.cuda.synchronize(device)
+            torch.cuda._sleep(1)
+            torch.cuda.synchronize(device)
+        acts = _gpu_activities(prof)
+    except Exception as e:  # noqa: BLE001 - a profiler that cannot run is a note, not a verdict
+        torch.cuda.synchronize(device)
+        return None, f"stream check not run: {type(e).__name__}: {str(e)[:200]}"
+    markers = [i for i, a in enumerate(acts) if MARKER in a[0]]
+    if len(markers) != 4:
+        return None, f"stream check not run: {len(markers)} of 4 markers traced (CUPTI missed activities)"
+    legacy_id, current_id = acts[markers[0]][1], acts[markers[1]][1]
+    per_launch = [acts[markers[1] + 1:markers[2]], acts[markers[2] + 1:markers[3]]]
+    # Work on another stream need not wait for the markers: look for it everywhere.
+    foreign = [a for i, a in enumerate(acts) if i not in markers and a[1] != current_id]
+    if foreign:
+        streams = sorted({a[1] for a in foreign})
+        where = ", ".join("the legacy default stream" if s == legacy_id else f"stream {s}" for s in streams)
+        names = "; ".join(sorted({a[0][:80] for a in foreign})[:3])
+        return (f"runs work off the current stream: {len(foreign)} GPU activities of two launches ran on "
+                f"{where}, not on the current PyTorch stream (stream {current_id}), so the events around "
+                f"the launch do not time them ({names}); launch on torch.cuda.current_stream() "
+                f"(CuPy: cupy.cuda.Stream.from_external, Numba: cuda.external_stream)"), ""
+    if not per_launch[1]:
+        return ("does not recompute: its second launch queued no GPU work (the first queued "
+                f"{len(per_launch[0])} activities); a launcher must do the whole work on every call"), ""
+    n = len(per_launch[1])
+    return None, f"{n} GPU activit{'y' if n == 1 else 'ies'} per launch, all on the current stream"
+
+
+# --- the physical limit -----------------------------------------------------------------
+
+# Without a datasheet figure for the GPU, no memory system streams this far above its roof
+# (the measured roofs sit at 86-92% of the H200's datasheet peak).
+ROOF_LIMIT_FACTOR = 1.25
+
+
+def impossible(gbps: float | None, nbytes: int, l2_bytes: int | None, peak_gbps: float | None,
+               roof_gbps: float | None) -> str | None:
+    """A case moving more than the L2 holds whose GB/s exceed what the memory can stream."""
+    if not gbps or not l2_bytes or nbytes <= l2_bytes:
+        return None
+    limit, what = ((peak_gbps, "the GPU's datasheet peak") if peak_gbps else
+                   (roof_gbps * ROOF_LIMIT_FACTOR if roof_gbps else None,
+                    f"{ROOF_LIMIT_FACTOR:g}x the measured roof (no datasheet figure for this GPU)"))
+    if not limit or gbps <= limit:
+        return None
+    return (f"physically impossible: {gbps:.0f} GB/s for {nbytes / 1e6:.0f} MB, more than the L2 "
+            f"({l2_bytes / 1e6:.0f} MB) holds, is above {what} ({limit:.0f} GB/s); the work ran outside "
+            f"the timed stream or was skipped, so no bandwidth is claimed")
