@@ -278,3 +278,66 @@ def test_the_1d_reduction_s_grid_runs_at_once(is_max, atomic):
     torch.cuda.synchronize()
     assert launch.config["programs"] == PROGRAMS_PER_SM * sm_count(x.device), launch.config
     assert programs_per_sm(launch.binary) >= PROGRAMS_PER_SM, launch.registers
+
+
+def test_the_planted_faults_are_caught_and_honest_impls_pass_on_the_gpu():
+    """Every planted fault (tests/plugins: stream, bind, recompute, input, physical-limit and
+    the broken impls) labelled as expected, and no honest impl of RMSNorm flagged, at a size
+    ~9x the L2 (the physical limit needs one)."""
+    from harness import faultsuite
+    rows = faultsuite.run(torch.device("cuda:0"), (32768, 4096), "bfloat16", case_timeout_s=30)
+    print(faultsuite.render(rows))
+    assert faultsuite.rates(rows) == (1.0, 0.0), faultsuite.render(rows)
+    assert sum(r.kind == "honest" for r in rows) >= 3
+
+
+def _foreign_launchers(x, y):
+    """Copies in CuPy and Numba, on their default stream and on the current PyTorch stream."""
+    found = {}
+    try:
+        import cupy
+        cx, cy = cupy.from_dlpack(x), cupy.from_dlpack(y)
+
+        def on_current():
+            with cupy.cuda.Stream.from_external(torch.cuda.current_stream()):
+                cupy.copyto(cy, cx)
+        found["cupy"] = (lambda: cupy.copyto(cy, cx), on_current)
+    except ImportError:
+        pass
+    try:
+        from numba import cuda as ncuda
+
+        @ncuda.jit
+        def copy(a, b):
+            i = ncuda.grid(1)
+            if i < a.size:
+                b[i] = a[i]
+        a, b = ncuda.as_cuda_array(x), ncuda.as_cuda_array(y)
+        blocks = (x.numel() + 255) // 256
+        found["numba"] = (lambda: copy[blocks, 256](a, b),
+                          lambda: copy[blocks, 256, ncuda.external_stream(torch.cuda.current_stream().cuda_stream)](a, b))
+    except ImportError:
+        pass
+    return found
+
+
+def test_the_stream_check_tells_a_frameworks_default_stream_from_the_current_one():
+    """CuPy and Numba launch on the legacy default stream unless given one: caught, and named;
+    the same kernels on the current stream pass."""
+    from harness import integrity
+    from harness.device import case_stream, on_stream
+    dev = torch.device("cuda:0")
+    x = torch.randn(1 << 20, device=dev)
+    y = torch.empty_like(x)
+    launchers = _foreign_launchers(x, y)
+    if not launchers:
+        pytest.skip("neither cupy nor numba is installed")
+    with on_stream(case_stream(dev)):
+        for name, (default, current) in launchers.items():
+            default()
+            current()
+            torch.cuda.synchronize()
+            bad, _ = integrity.stream_check(default, dev)
+            assert bad and "legacy default stream" in bad, (name, bad)
+            ok, note = integrity.stream_check(current, dev)
+            assert ok is None and "all on the current stream" in note, (name, ok, note)

@@ -9,11 +9,25 @@ import time
 import torch
 import torch.nn.functional as F
 
+from harness.faultsuite import Expect
 from harness.registry import Framework, impl
 
 
 class Broken(Framework):
     name = "broken"
+
+
+# How the harness must label each (harness.faultsuite); 'lingers' is right, only slow to exit.
+EXPECTED = {
+    ("rmsnorm", "broken", "wrong"): Expect("fail", "outside tolerance"),
+    ("rmsnorm", "broken", "unwritten_tail"): Expect("fail", "NaN where a number was due"),
+    ("rmsnorm", "broken", "nondeterministic"): Expect("ok", field="deterministic", value=False),
+    ("rmsnorm", "broken", "batch_variant"): Expect("ok", field="batch_invariant", value=False),
+    ("rmsnorm", "broken", "raises"): Expect("error", "this kernel always fails"),
+    ("rmsnorm", "broken", "crashes"): Expect("crash", "exit code 139"),
+    ("rmsnorm", "broken", "hangs"): Expect("timeout", "case_timeout_s"),
+    ("rmsnorm", "broken", "illegal_address"): Expect(("error", "crash"), gpu_only=True),
+}
 
 
 def _rmsnorm(x, weight, eps):
@@ -39,8 +53,8 @@ def unwritten_tail(x, weight, eps, out):
 @impl("rmsnorm", "broken", variant="nondeterministic")
 def nondeterministic(x, weight, eps, out):
     """Right to within a few ulps, but the last bit changes from launch to launch."""
-    def launch():
-        y = _rmsnorm(x, weight, eps)
+    def launch():   # the jitter is one fp32 ulp, before rounding to x's dtype: within tolerance in any
+        y = F.rms_norm(x.float(), (x.shape[-1],), weight.float(), eps)
         jitter = torch.randint(0, 2, y.shape, device=y.device).to(y.dtype)
         out.copy_(torch.nextafter(y, y + jitter))
     return launch
