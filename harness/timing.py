@@ -121,10 +121,18 @@ class CudaTimer:
     MAX_SPIN_US = 5000.0
     LEAD = 4.0   # spin / host time per sample: the host gains 3x its own time per sample
 
-    def __init__(self, device: torch.device):
+    FLUSHES = ("read", "write")
+
+    def __init__(self, device: torch.device, flush: str = "read"):
+        """``flush``: ``read`` (the harness's: a read of twice the L2, which dirties nothing)
+        or ``write`` (nvbench's: a memset of the L2's size, whose dirty lines the timed
+        kernel then writes back; for comparing with nvbench, harness.nvbench)."""
+        if flush not in self.FLUSHES:
+            raise ValueError(f"flush={flush!r}; valid: {', '.join(self.FLUSHES)}")
         self.device = device
         l2 = torch.cuda.get_device_properties(device).L2_cache_size
         self.l2_bytes = l2
+        self.flush_mode = flush
         self.flush_buf = torch.ones(max(2 * l2, 32 << 20) // 4, dtype=torch.float32, device=device)
         self.flush_out = torch.empty((), dtype=torch.float32, device=device)
         self._cycles_per_us: float | None = None
@@ -154,6 +162,9 @@ class CudaTimer:
         return host
 
     def flush(self) -> None:
+        if self.flush_mode == "write":
+            self.flush_buf[: self.l2_bytes // 4].zero_()
+            return
         torch.sum(self.flush_buf, dim=0, out=self.flush_out)   # read-only sweep: evicts, dirties nothing
 
     def _queue(self, launch, start, end) -> None:
