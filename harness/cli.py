@@ -87,14 +87,38 @@ def processes_of(cfg: DictConfig) -> int:
     return n
 
 
+def seed_of(cfg: DictConfig) -> int | None:
+    """``seed``: a whole number, or null for a fresh one."""
+    value = cfg.get("seed")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not str(value).strip().lstrip("-").isdigit():
+        raise ConfigError(f"seed={value!r}: give a whole number (e.g. seed=1234), or seed=null for a fresh one")
+    return int(value)
+
+
+def case_timeout_of(cfg: DictConfig) -> float:
+    value = cfg.get("case_timeout_s")
+    try:
+        t = float(value)
+    except (TypeError, ValueError):
+        t = -1.0
+    if isinstance(value, bool) or not t > 0:
+        raise ConfigError(f"case_timeout_s={value!r}: give the seconds a case may take, a number > 0 "
+                          "(default 900)")
+    return t
+
+
 def run(cfg: DictConfig) -> int:
     device = devices.resolve(cfg.device)
     processes = processes_of(cfg)
+    given_seed = seed_of(cfg)
+    case_timeout_of(cfg)
     planning.resolve_sweep(cfg, device)
     the_plan = planning.build(cfg, device)
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     invocation_id = uuid.uuid4().hex
-    seed = int(cfg.seed) if cfg.seed is not None else secrets.randbelow(2**31)
+    seed = given_seed if given_seed is not None else secrets.randbelow(2**31)
     settings = settings_from(cfg, invocation_id, seed)
     jsonl = JsonlSink(out_dir / "results.jsonl")
     tracker, tracker_note = _tracker(cfg)
@@ -156,12 +180,12 @@ def run(cfg: DictConfig) -> int:
             tracker = None
     if tracker is None and cfg.tracking.enabled and cfg.tracking.uri:
         print(f"MLflow: not uploaded ({tracker_note}). When the server is back:\n"
-              f"  harness-upload {jsonl.path} --tracking-uri {cfg.tracking.uri}")
+              f"  {_command('harness-upload', 'harness.upload')} {jsonl.path} --tracking-uri {cfg.tracking.uri}")
     if interrupted:   # every record is kept; the exit code says the run did not finish
         not_run = sum(1 for r in records if r.reason == NOT_RUN)
         print(f"harness: interrupted (SIGINT): {not_run} cases not run, recorded as skipped", file=sys.stderr)
         return INTERRUPTED_EXIT
-    bad = sum(v for k, v in counts.items() if k in ("fail", "error", "crash", "timeout", "oom"))
+    bad = sum(v for k, v in counts.items() if k in ("fail", "invalid", "error", "crash", "timeout", "oom"))
     bad -= sum(1 for r in records if r.negative_control and r.status == "fail")
     return 1 if cfg.strict and bad else 0
 
@@ -233,7 +257,7 @@ def _stop(runner, interrupted: bool) -> bool:
 def _runner(cfg: DictConfig, device, settings: Settings):
     if cfg.isolate:
         from harness.worker import IsolatedRunner
-        return IsolatedRunner(device, settings, float(cfg.case_timeout_s))
+        return IsolatedRunner(device, settings, case_timeout_of(cfg))
     return Runner(device, settings)
 
 
@@ -246,7 +270,7 @@ def _progress(r: Record) -> str:
         head += f" [{r.reason[:160]}]"
     if r.gbps is not None:
         pct = f", {r.pct_roof:.1f}% of roof" if r.pct_roof is not None else ""
-        return f"{head} {r.median_us:.1f} us, {r.gbps:.0f} GB/s{pct}"
+        return f"{head} {r.median_us:.1f} us, {console.sig(r.gbps)} GB/s{pct}"
     if r.median_us is not None:
         return f"{head} {r.median_us:.1f} us ({r.timer})"
     return f"{head} {r.reason[:200]}" if r.reason else head
@@ -265,7 +289,80 @@ def _hydra_main(cfg: DictConfig) -> None:
         sys.exit(code)
 
 
+def _command(script: str, module: str) -> str:
+    """How to run one of this package's commands as printed: the script beside this Python
+    (a venv's bin/, on the PATH or not), else ``python -m module``."""
+    beside = Path(sys.executable).parent / script
+    return str(beside) if beside.exists() else f"{sys.executable} -m {module}"
+
+
+def help_text() -> str:
+    """What the tool does, every key of conf/config.yaml with its meaning (its comment there),
+    the config groups and their choices, and examples."""
+    groups = {g: sorted(p.stem for p in (planning.CONF_DIR / g).glob("*.yaml")) for g in ("op", "sweep", "tracking")}
+    lines = ["harness: compare GPU kernel implementations across frameworks.", "",
+             "Runs every implementation of the chosen ops on the same inputs and records, per case,",
+             "correctness against float64, determinism, batch invariance and GB/s against the roof",
+             "measured on this device (JSONL in the run folder, MLflow, a table on the console).", "",
+             "usage: harness op=OP [key=value ...]     (harness -m ... sweeps, one job per value)", "",
+             "config groups:"]
+    keys, section = [], ""
+    for line in (planning.CONF_DIR / "config.yaml").read_text().splitlines():
+        body, _, meaning = line.partition("#")
+        key, colon, value = body.strip().lstrip("- ").partition(":")
+        if not colon or line.startswith("#"):
+            continue
+        if not line.startswith(" "):
+            section = key if not value.strip() else ""
+        if section == "defaults" and key in groups:
+            lines.append(f"  {key:<22} {meaning.strip()}; choices: {', '.join(groups[key])}")
+        elif section not in ("defaults", "hydra") and meaning.strip() and value.strip():
+            name = f"{section}.{key}" if line.startswith(" ") else key
+            keys.append(f"  {name + '=' + value.strip():<38} {meaning.strip()}")
+    lines += ["", "keys:", *keys]
+    lines += ["", "examples:",
+              "  harness op=rmsnorm impl=all                      every rmsnorm impl usable here",
+              "  harness op=all impl=eager sweep=smoke            every op, eager PyTorch, small shapes",
+              "  harness op=softmax impl=[triton,liger] dtype=bf16 shapes=[[4096,4096]]",
+              "  harness -m op=rmsnorm,softmax impl=triton        a multirun: one job per op", "",
+              "Bad values get an error naming the key and the choices, exit 2. Hydra's own help: --hydra-help."]
+    return "\n".join(lines)
+
+
+GROUPS = ("op", "sweep", "tracking")   # config groups a user picks on the command line
+
+
+def check_groups(argv: list[str]) -> None:
+    """Every value given to a config group (one, a list, or a multirun's comma list) has a
+    file in conf/<group>/, and an op is given: Hydra alone says 'Could not load op/NAME' with
+    a traceback, or 'You must specify op', and exits 1."""
+    given = set()
+    for a in argv:
+        key, sep, value = a.partition("=")
+        key = key.lstrip("+~")
+        if sep and key in GROUPS:
+            given.add(key)
+            if "(" in value:   # a Hydra sweep function (choice(...), glob(...)): Hydra resolves it
+                continue
+            valid = sorted(p.stem for p in (planning.CONF_DIR / key).glob("*.yaml"))
+            for name in (v.strip() for v in value.strip("[]").split(",")):
+                if name not in valid:
+                    from harness.errors import unknown
+                    raise unknown(key, name, valid)
+    if "op" not in given:
+        valid = sorted(p.stem for p in (planning.CONF_DIR / "op").glob("*.yaml"))
+        raise ConfigError(f"no op given; add op=<name> (harness --help); valid: {', '.join(valid)}")
+
+
 def main() -> None:
+    if any(a in ("--help", "-h") for a in sys.argv[1:]):
+        print(help_text())
+        sys.exit(0)
+    try:
+        check_groups(sys.argv[1:])
+    except ConfigError as e:
+        print(f"harness: error: {e}", file=sys.stderr)
+        sys.exit(2)
     sys.argv = normalize_argv(sys.argv)
     _hydra_main()
 

@@ -133,9 +133,11 @@ def build(cfg, device: torch.device) -> Plan:
         raise ConfigError("dtype is empty; valid: float32, bfloat16, float16 (or fp32, bf16, fp16)")
     dtypes = list(dict.fromkeys(dtypes))
     user_shapes = parse_shapes(cfg.get("shapes"))
+    if user_shapes is not None:
+        user_shapes = list(dict.fromkeys(user_shapes))   # a shape given twice runs once
 
     # --- impls and variants ---
-    impl_names = as_list(cfg.impl)
+    impl_names = list(dict.fromkeys(as_list(cfg.impl)))
     take_all = impl_names == ["all"]
     modules = {op: registry.impl_modules(op) for op in op_names}
     known_impls = sorted({m for ms in modules.values() for m in ms})
@@ -153,7 +155,7 @@ def build(cfg, device: torch.device) -> Plan:
         if missing:
             raise ConfigError(f"impl {missing[0]!r} implements none of {', '.join(op_names)}; "
                               + "; ".join(f"{op}: {', '.join(modules[op])}" for op in op_names))
-    variant_names = as_list(cfg.variant)
+    variant_names = list(dict.fromkeys(as_list(cfg.variant)))
     take_all_variants = variant_names in ([], ["all"])
     known_variants = {registry.NO_VARIANT} | {v for op in op_names for v in all_ops[op].variants}
 

@@ -1,8 +1,13 @@
 """The CLI end to end, in a subprocess, as a user runs it; bad inputs included."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
-from tests.helpers import results, run_harness
+from tests.helpers import ROOT, results, run_harness
 
 
 harness = run_harness
@@ -75,12 +80,17 @@ def test_unusable_impls_are_skipped_with_the_reason_under_impl_all(tmp_path):
 
 
 @pytest.mark.parametrize("args,code,message", [
-    (["op=rmsnrom"], 1, "Available options in 'op'"),
-    ([], 1, "You must specify 'op'"),
+    (["op=rmsnrom"], 2, "unknown op 'rmsnrom' (did you mean 'rmsnorm'?); valid: all, copy"),
+    (["op=[rmsnorm,sofmax]"], 2, "unknown op 'sofmax' (did you mean 'softmax'?)"),
+    ([], 2, "no op given; add op=<name>"),
+    (["op=rmsnorm", "seed=abc"], 2, "seed='abc': give a whole number"),
+    (["op=rmsnorm", "case_timeout_s=-1"], 2, "case_timeout_s=-1: give the seconds a case may take"),
+    (["op=rmsnorm", "case_timeout_s=soon"], 2, "case_timeout_s='soon'"),
     (["op=rmsnorm", "impl=trition"], 2, "unknown impl 'trition' (did you mean 'triton'?)"),
     (["op=rmsnorm", "dtype=fp64"], 2, "unknown dtype 'fp64'"),
     (["op=rmsnorm", "variant=atomic"], 2, "unknown variant 'atomic'"),
-    (["op=rmsnorm", "sweep=huge"], 1, "Available options in 'sweep'"),
+    (["op=rmsnorm", "sweep=huge"], 2, "unknown sweep 'huge'; valid: auto, default, full, smoke"),
+    (["op=rmsnorm", "tracking=cloud"], 2, "unknown tracking 'cloud'"),
     (["op=rmsnorm", "shapes=[[0,4096]]"], 2, "empty or negative"),
     (["op=rmsnorm", "shapes=[[-3,4096]]"], 2, "empty or negative"),
     (["op=rmsnorm", "shapes=[[4096]]"], 2, "takes 2-D shapes"),
@@ -95,7 +105,7 @@ def test_unusable_impls_are_skipped_with_the_reason_under_impl_all(tmp_path):
     (["op=rmsnorm", "processes=3", "isolate=false"], 2, "processes=3 needs worker processes: drop isolate=false"),
 ])
 def test_bad_input_gets_a_clear_error(tmp_path, args, code, message):
-    proc = harness(tmp_path, *args, "tracking=none")
+    proc = harness(tmp_path, *args, *([] if any(a.startswith("tracking=") for a in args) else ["tracking=none"]))
     assert proc.returncode == code, (proc.stdout, proc.stderr)
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -120,6 +130,26 @@ def test_an_unreachable_tracking_server_costs_nothing(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert len(results(tmp_path)) == 3
     assert "harness-upload" in proc.stdout and "unreachable" in proc.stderr
+    command = proc.stdout.split("When the server is back:")[1].split()[0]   # runs as printed
+    assert Path(command).exists() or command == sys.executable, proc.stdout
+
+
+def test_help_says_what_it_does_and_lists_every_key(tmp_path):
+    for flag in ("--help", "-h"):
+        proc = subprocess.run([sys.executable, "-m", "harness", flag], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+        for words in ("compare GPU kernel implementations", "op ", "choices: all, copy", "case_timeout_s=900",
+                      "roof.cache=true", "examples:", "harness op=rmsnorm impl=all"):
+            assert words in proc.stdout, (words, proc.stdout)
+
+
+def test_a_dtype_or_shape_given_twice_runs_once(tmp_path):
+    proc = harness(tmp_path, "op=rmsnorm", "impl=[eager,eager]", "dtype=[fp32,float32]",
+                   "shapes=[[2,8],[2,8]]", "tracking=none", "isolate=false")
+    assert proc.returncode == 0, proc.stderr
+    assert len(results(tmp_path)) == 1
+    assert not list((tmp_path / "run").glob("*.log"))   # no empty Hydra job log beside the results
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter is the CPU's")
