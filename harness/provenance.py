@@ -122,7 +122,25 @@ def collect(device: torch.device) -> dict:
         prov.update(_nvml(device.index or 0))
     else:
         prov["gpu_name"] = None
+        prov["cpu_cache_bytes"] = cpu_cache_bytes()
     return prov
+
+
+def cpu_cache_bytes() -> int | None:
+    """The largest CPU cache (the last level) of CPU 0, from sysfs; None where it is not told."""
+    sizes = []
+    for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        try:
+            text = f.read_text().strip().upper()
+            sizes.append(int(text[:-1]) * {"K": 1 << 10, "M": 1 << 20}[text[-1]] if text[-1] in "KM" else int(text))
+        except (OSError, ValueError):
+            pass
+    return max(sizes, default=None)
+
+
+def cache_bytes(prov: dict) -> int | None:
+    """The cache a case's data can sit in between launches: the GPU's L2, or the CPU's last level."""
+    return prov.get("gpu_l2_bytes") or prov.get("cpu_cache_bytes")
 
 
 def refresh_clocks(prov: dict, device: torch.device) -> dict:

@@ -92,6 +92,7 @@ def test_mlflow_layout_in_a_real_sqlite_store(tmp_path):
     assert sorted((m.step, m.value) for m in history) == [(4096, 100.0), (65536, 200.0), (1048576, 300.0)]
     _, inv = mlflow_runs(uri, "invocation")
     assert len(inv) == 1 and inv[0].info.status == "FINISHED"
+    assert {s.info.status for s in series} == {"FINISHED"}   # none left RUNNING
     assert big.data.tags["mlflow.parentRunId"] == triton.info.run_id
     assert triton.data.tags["mlflow.parentRunId"] == inv[0].info.run_id
 
@@ -104,8 +105,19 @@ def test_upload_is_idempotent(tmp_path):
     client, cases = mlflow_runs(uri, "case")
     assert len(cases) == 4
     _, series = mlflow_runs(uri, "series")
+    assert {s.info.status for s in series} == {"FINISHED"}
     triton = next(s for s in series if s.data.tags["impl"] == "triton")
     assert len(client.get_metric_history(triton.info.run_id, "gbps_C4096")) == 3
+
+
+@pytest.mark.parametrize("status,control,colour", [
+    ("ok", False, "FINISHED"), ("skipped", False, "FINISHED"), ("fail", True, "FINISHED"),   # xfail
+    ("ok", True, "FAILED"),   # XPASS: the negative control's inputs are too weak
+    ("fail", False, "FAILED"), ("invalid", False, "FAILED"), ("crash", False, "FAILED")])
+def test_a_case_runs_mlflow_status_reads_as_the_ui_colours_it(status, control, colour):
+    from harness.sinks.mlflow import run_status
+    r = Record("layernorm", "triton", "naive", "float32", [4, 8], status=status, negative_control=control)
+    assert run_status(r) == colour
 
 
 def closed_port():
@@ -138,3 +150,16 @@ def test_upload_command_after_an_outage(tmp_path, capsys):
     assert upload_main([str(path), "--tracking-uri", uri]) == 0
     assert "0 uploaded, 4 already there" in capsys.readouterr().out
     assert upload_main([str(tmp_path / "nope"), "--tracking-uri", uri]) == 2
+
+
+def test_cpu_tables_show_significant_digits_and_mark_cached_and_noisy_cases():
+    prov = {"cpu_cache_bytes": 32 << 20}
+    small = Record("copy", "torch_compile", "-", "float32", [1000], status="ok", timer="wall", bytes=8000,
+                   median_us=250.0, spread=0.9, gbps=0.032, roof_gbps=17.0, pct_roof=130.0, provenance=prov)
+    big = Record("copy", "eager", "-", "float32", [1 << 26], status="ok", timer="wall", bytes=1 << 29,
+                 median_us=30000.0, spread=0.02, gbps=17.9, roof_gbps=17.0, pct_roof=105.0, provenance=prov)
+    text = console.render([small, big])
+    assert "250.0~c" in text and "0.032" in text and "17.9" in text
+    assert "c: the case fits in the CPU's cache" in text and "~: noisy" in text
+    roof = [line for line in text.splitlines() if line.startswith("roof check")]
+    assert roof and "copy eager float32 67108864" in roof[0]    # the cached case says nothing of the roof

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from harness.provenance import cache_bytes
 from harness.record import Record
 
 
@@ -27,14 +28,38 @@ def _binv(r: Record) -> str:
     return "-" if r.batch_invariant is None else ("yes" if r.batch_invariant else "no")
 
 
+# A case whose samples spread this much ((p90 - p10) / median) is marked noisy: on a CPU,
+# torch.compile's threads fighting for two cores spread 8-16 ms around eager's 50 us.
+NOISY_SPREAD = 0.25
+
+
+def noisy(r: Record) -> bool:
+    return r.spread is not None and r.spread > NOISY_SPREAD and r.processes == 1
+
+
+def in_cache(r: Record) -> bool:
+    """A CPU case small enough to sit in the CPU's cache between launches (nothing flushes it
+    there): its GB/s are the cache's, not memory's. A GPU case is flushed before each sample."""
+    limit = (r.provenance or {}).get("cpu_cache_bytes")
+    return r.timer == "wall" and bool(limit) and r.bytes <= limit
+
+
+def sig(v: float | None) -> str:
+    """Three significant digits, no exponent for the GB/s a table shows (0.0312, 3.12, 312, 4291)."""
+    if v is None:
+        return "-"
+    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
 def _time(r: Record) -> str:
     if r.median_us is None:
         return "-"
-    return f"{r.median_us:.1f}" + ("*" if r.timer == "wall_interpreter" else "")
+    return (f"{r.median_us:.1f}" + ("*" if r.timer == "wall_interpreter" else "")
+            + ("~" if noisy(r) else "") + ("c" if in_cache(r) else ""))
 
 
 COLUMNS = [("shape", 13, lambda r: r.shape_str), ("impl", 26, lambda r: r.impl_label),
-           ("time_us", 10, _time), ("GB/s", 8, lambda r: _f(r.gbps, ".0f")),
+           ("time_us", 10, _time), ("GB/s", 8, lambda r: sig(r.gbps)),
            ("%roof", 6, lambda r: _f(r.pct_roof, ".1f")),
            ("%sust", 6, lambda r: _f(r.pct_roof_sustained, ".1f")),
            ("graph_us", 9, lambda r: _f(r.graph_us, ".2f")),
@@ -87,7 +112,7 @@ def _pivot(recs: list[Record]) -> list[str]:
             return status_label(r)
         pct = f" ({r.pct_roof:.0f}%)" if r.pct_roof is not None else ""
         flag = "" if r.status == "ok" else f" {status_label(r)}"
-        return f"{r.gbps:.0f}{pct}{flag}"
+        return f"{sig(r.gbps)}{pct}{flag}"
 
     out = ["", "GB/s (% of roof)".ljust(13) + "  " + "  ".join(i.rjust(width) for i in impls)]
     for s in shapes:
@@ -107,7 +132,7 @@ def _roof_check(records: list[Record]) -> list[str]:
     memory's peak (those are invalid: harness.integrity): the roof ran low in this run. A case
     inside the L2 can read above the roof by writing into the cache; it says nothing of the roof."""
     above = [r for r in records if r.pct_roof is not None and r.pct_roof > 100 * (1 + ROOF_SLACK)
-             and r.bytes > (r.provenance.get("gpu_l2_bytes") or 0)]
+             and r.bytes > (cache_bytes(r.provenance or {}) or 0)]
     if not above:
         return []
     top = max(above, key=lambda r: r.pct_roof)
@@ -126,6 +151,12 @@ def _summary(records: list[Record]) -> list[str]:
         lines.append("* interpreter wall-clock time (TRITON_INTERPRET=1): correctness only, no bandwidth claimed")
     if any(r.timer == "wall" for r in records):
         lines.append("CPU wall-clock times: not GPU measurements")
+    if any(in_cache(r) for r in records):
+        lines.append("c: the case fits in the CPU's cache, which nothing flushes between launches: "
+                     "its GB/s are the cache's, and its % of roof says nothing of the roof")
+    if any(noisy(r) for r in records):
+        lines.append(f"~: noisy, the samples' p10-p90 spread is over {NOISY_SPREAD:.0%} of the median "
+                     f"(on a CPU, threads competing for the cores); compare such times with care")
     lines += _roof_check(records)
     slow_clocks = [r for r in records if r.clock_note]
     if slow_clocks:

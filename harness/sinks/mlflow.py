@@ -34,7 +34,16 @@ BOUNDED_RETRIES = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_
                    "MLFLOW_HTTP_REQUEST_TIMEOUT": "15", "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.5"}
 
 MAX_PARAM = 6000   # MLflow's limit on a param value
-RUN_STATUS = {"ok": "FINISHED", "skipped": "KILLED"}   # everything else: FAILED
+
+
+def run_status(r: Record) -> str:
+    """A case run's MLflow status, read as the UI colours it: green for what went as it
+    should (ok, a skip, a negative control failing as it must), red for what did not (a
+    failure, an invalid or broken case, and a negative control that passed: its adversarial
+    inputs are too weak). The record's own status is the run's ``status`` tag."""
+    if r.negative_control and r.status in ("ok", "fail"):
+        return "FINISHED" if r.status == "fail" else "FAILED"
+    return "FINISHED" if r.status in ("ok", "skipped") else "FAILED"
 CASE_METRICS = ("median_us", "median_lo_us", "median_hi_us", "p10_us", "p90_us", "samples", "late_samples",
                 "spin_us", "spread", "graph_us", "gbps",
                 "roof_gbps", "pct_roof", "peak_gbps", "pct_peak", "sustained_us", "sustained_gbps",
@@ -219,7 +228,7 @@ class MlflowLogger:
             metrics=[Metric(k, float(v), ts, 0) for k, v in metrics.items()],
             params=[Param(k, str(v)[:MAX_PARAM]) for k, v in params.items()],
             tags=[])
-        self.client.set_terminated(run_id, RUN_STATUS.get(r.status, "FAILED"), end_time=ts + 1)
+        self.client.set_terminated(run_id, run_status(r), end_time=ts + 1)
         self._records.add(r.record_id)
         if r.gbps is not None:
             self._series_point(series_id, r, ts)
@@ -256,7 +265,14 @@ class MlflowLogger:
         for path in artifacts:
             if Path(path).exists():
                 self.client.log_artifact(run_id, str(path))
+        self.close_series(invocation_id, status)
         self.client.set_terminated(run_id, status)
+
+    def close_series(self, invocation_id: str, status: str = "FINISHED") -> None:
+        """End the invocation's series runs that are still RUNNING (the UI shows them so forever)."""
+        for (inv, _series), run_id in self._series.items():
+            if inv == invocation_id and self.client.get_run(run_id).info.status == "RUNNING":
+                self.client.set_terminated(run_id, status)
 
     def run_url(self, invocation_id: str) -> str | None:
         run_id = self._invocations.get(invocation_id)
@@ -278,6 +294,7 @@ def upload(records: list[Record], uri: str, experiment: str, parent_run_id: str 
         else:
             old += 1
     for inv in {r.invocation_id for r in records}:
+        logger.close_series(inv)
         run_id = logger._invocations.get(inv)
         if run_id:
             run = logger.client.get_run(run_id)
