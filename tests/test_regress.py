@@ -111,3 +111,30 @@ def test_a_framework_setting_makes_a_series_of_its_own():
     assert point_from_run(run(shapes="static")).key == static.key
     rep = compare([static], {old.key: [old]}, TH)
     assert kinds(rep.new) == ["new"] and not rep.improvements and kinds(rep.vanished) == ["vanished"]
+
+
+def test_two_results_files_compared_case_by_case(tmp_path, capsys):
+    """harness-compare: the nightly rule between two runs' files; exit 1 on a regression."""
+    import json
+
+    from harness.compare import main
+    from harness.record import Record
+
+    def rec(shape, median, status="ok", ts="2026-12-01T00:00:00+00:00"):
+        return Record("copy", "eager", "-", "float32", [shape], status=status, median_us=median,
+                      p10_us=median and median * 0.99, p90_us=median and median * 1.01, passed=status == "ok",
+                      deterministic=True, timestamp=ts, provenance={"gpu_name": "NVIDIA H200"}).as_dict()
+    before = [rec(4096, 10.0), rec(1 << 20, 50.0), rec(1 << 24, 400.0), rec(7, 5.0)]
+    after = [rec(4096, 20.0, ts="2026-12-02T00:00:00+00:00"), rec(1 << 20, 50.2, ts="2026-12-02T00:00:00+00:00"),
+             rec(1 << 24, None, "error", ts="2026-12-02T00:00:00+00:00"), rec(1 << 28, 6000.0, ts="2026-12-02T00:00:00+00:00")]
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text("".join(json.dumps(r) + "\n" for r in before))
+    b.write_text("".join(json.dumps(r) + "\n" for r in after))
+    assert main([str(a), str(b)]) == 1
+    out = capsys.readouterr().out
+    assert "| slowdown | copy | eager | - | float32 | 4096 |" in out
+    assert "| broken | copy | eager | - | float32 | 16777216 |" in out
+    assert "## New cases (1)" in out and "## Vanished cases (1)" in out
+    assert "1048576" not in out.split("## Regressions")[1].split("## Improvements")[0]   # 0.4%: noise
+    assert main([str(b), str(b)]) == 0
+    assert main([str(a), str(tmp_path / "missing.jsonl")]) == 2
