@@ -1,8 +1,12 @@
 """Running the CLI as a user does (a subprocess), and reading what it recorded."""
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,3 +23,41 @@ def run_harness(tmp_path, *args, env=None, timeout=900):
 def results(tmp_path, sub="run") -> list[dict]:
     path = Path(tmp_path) / sub / "results.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def free_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class MlflowServer:
+    """A real tracking server on loopback, stopped and started by its process id."""
+
+    def __init__(self, folder: Path, workers: int = 2):
+        self.folder, self.port, self.proc, self.workers = folder, free_port(), None, workers
+        self.uri = f"http://127.0.0.1:{self.port}"
+
+    def start(self):
+        self.folder.mkdir(parents=True, exist_ok=True)
+        log = open(self.folder / "server.log", "a")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{self.folder}/mlflow.db",
+             "--artifacts-destination", str(self.folder / "artifacts"), "--host", "127.0.0.1",
+             "--port", str(self.port), "--workers", str(self.workers)],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        for _ in range(120):
+            try:
+                with urllib.request.urlopen(self.uri + "/health", timeout=2):
+                    return self
+            except OSError:
+                time.sleep(0.5)
+        raise RuntimeError(f"mlflow server did not start: {(self.folder / 'server.log').read_text()[-2000:]}")
+
+    def stop(self):
+        if self.proc is not None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=30)
+            self.proc = None

@@ -7,16 +7,14 @@ once it has started Slurm), where a missing cluster is a failure."""
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 import uuid
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import MlflowServer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,44 +30,6 @@ if not _cluster_up():
     if os.environ.get("HARNESS_REQUIRE_CLUSTER") == "1":
         raise RuntimeError("HARNESS_REQUIRE_CLUSTER=1 but no Slurm node is up (scripts/slurm-local start)")
     pytest.skip("no Slurm cluster here (scripts/slurm-local start makes one)", allow_module_level=True)
-
-
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-class MlflowServer:
-    """A real tracking server on loopback, stopped and started by its process id."""
-
-    def __init__(self, folder: Path):
-        self.folder, self.port, self.proc = folder, free_port(), None
-        self.uri = f"http://127.0.0.1:{self.port}"
-
-    def start(self):
-        self.folder.mkdir(parents=True, exist_ok=True)
-        log = open(self.folder / "server.log", "a")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{self.folder}/mlflow.db",
-             "--artifacts-destination", str(self.folder / "artifacts"), "--host", "127.0.0.1",
-             "--port", str(self.port), "--workers", "2"],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        for _ in range(120):
-            try:
-                with urllib.request.urlopen(self.uri + "/health", timeout=2):
-                    return self
-            except OSError:
-                time.sleep(0.5)
-        raise RuntimeError(f"mlflow server did not start: {(self.folder / 'server.log').read_text()[-2000:]}")
-
-    def stop(self):
-        if self.proc is not None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(timeout=30)
-            self.proc = None
 
 
 @pytest.fixture(scope="module")

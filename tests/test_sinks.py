@@ -93,6 +93,8 @@ def test_mlflow_layout_in_a_real_sqlite_store(tmp_path):
     _, inv = mlflow_runs(uri, "invocation")
     assert len(inv) == 1 and inv[0].info.status == "FINISHED"
     assert {s.info.status for s in series} == {"FINISHED"}   # none left RUNNING
+    exp = client.get_experiment_by_name("kernel-harness")
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"   # the UI opens on runs
     assert big.data.tags["mlflow.parentRunId"] == triton.info.run_id
     assert triton.data.tags["mlflow.parentRunId"] == inv[0].info.run_id
 
@@ -163,3 +165,59 @@ def test_cpu_tables_show_significant_digits_and_mark_cached_and_noisy_cases():
     assert "c: the case fits in the CPU's cache" in text and "~: noisy" in text
     roof = [line for line in text.splitlines() if line.startswith("roof check")]
     assert roof and "copy eager float32 67108864" in roof[0]    # the cached case says nothing of the roof
+
+
+def test_a_case_run_an_outage_left_running_is_replaced_on_upload(tmp_path):
+    """The record in flight when the server went: its run was created, never ended. Upload
+    replaces it with the whole record instead of counting it as already there."""
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    recs = [r for r in records("inv-cut") if r.status == "ok"]
+    logger = MlflowLogger(uri, "kernel-harness")
+    logger.log(recs[0])
+    series = logger._series_run(recs[1])
+    cut = logger.client.create_run(logger.experiment_id, tags={"harness.kind": "case", "mlflow.parentRunId": series,
+                                                               "harness.invocation_id": "inv-cut",
+                                                               "harness.record_id": recs[1].record_id})
+    assert upload(recs, uri, "kernel-harness") == (len(recs) - 1, 1)
+    client, cases = mlflow_runs(uri, "case")
+    assert sorted(c.data.tags["harness.record_id"] for c in cases) == sorted(r.record_id for r in recs)
+    assert {c.info.status for c in cases} == {"FINISHED"} and cut.info.run_id not in {c.info.run_id for c in cases}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_server_stopped_at_a_random_point_loses_nothing_and_keeps_nothing_twice(tmp_path, seed):
+    """A real `mlflow server` killed at a random moment while records are logged, then
+    started again and the records uploaded: each record is on the server exactly once, as a
+    finished run with its metrics, including the one in flight when the server went."""
+    import random
+    import threading
+
+    from tests.helpers import MlflowServer
+    srv = MlflowServer(tmp_path / "mlflow", workers=1).start()
+    recs = []
+    for i in range(12):
+        recs += [r for r in records(f"inv-{seed}") if r.status == "ok"]
+    for r in recs:
+        r.record_id = f"{seed}-{len(r.record_id)}-{id(r)}"
+    try:
+        killer = threading.Timer(random.Random(seed).uniform(0.2, 1.5), srv.stop)
+        killer.start()
+        try:
+            logger = MlflowLogger(srv.uri, "kernel-harness")
+            for r in recs:
+                logger.log(r)
+        except Exception:  # noqa: BLE001 - the outage, wherever it landed
+            pass
+        killer.join()
+        srv.start()
+        new, old = upload(recs, srv.uri, "kernel-harness")
+        assert new + old == len(recs) and new > 0, (new, old)
+        _, cases = mlflow_runs(srv.uri, "case")
+        assert sorted(c.data.tags["harness.record_id"] for c in cases) == sorted(r.record_id for r in recs)
+        assert {c.info.status for c in cases} == {"FINISHED"}
+        assert all("median_us" in c.data.metrics for c in cases)
+        _, series = mlflow_runs(srv.uri, "series")
+        assert {s.info.status for s in series} == {"FINISHED"}
+    finally:
+        srv.stop()

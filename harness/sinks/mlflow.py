@@ -13,7 +13,9 @@
 Filter with e.g. ``params.op = 'rmsnorm' and tags.gpu = 'NVIDIA H200'``.
 Uploading is idempotent: a case run carries its record's ``harness.record_id``, series and
 invocation runs their keys, and a series point is logged only if its step is not there yet,
-so uploading the same results.jsonl twice creates nothing new.
+so uploading the same results.jsonl twice creates nothing new. A case run an outage cut
+short (created, never ended: still RUNNING) is deleted and logged again, so that after an
+outage every record is on the server once, whole.
 A tracking server that does not answer is probed first (5 s) and HTTP retries are bounded,
 so a run never hangs on it; the records stay in results.jsonl for ``harness-upload``.
 """
@@ -34,6 +36,9 @@ BOUNDED_RETRIES = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_
                    "MLFLOW_HTTP_REQUEST_TIMEOUT": "15", "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.5"}
 
 MAX_PARAM = 6000   # MLflow's limit on a param value
+# MLflow 3's UI opens an experiment on what this tag names (without it, on its GenAI pages:
+# traces and an assistant); runs and their metrics are what this experiment holds.
+KIND_TAG, KIND = "mlflow.experimentKind", "custom_model_development"
 
 
 def run_status(r: Record) -> str:
@@ -107,17 +112,20 @@ class MlflowLogger:
         self._series: dict[tuple, str] = {}
         self._series_steps: dict[tuple[str, str], set[int]] = {}
         self._records: set[str] = set()
+        self._partial: dict[str, str] = {}   # record id -> a case run left RUNNING (unfinished)
         self._scanned: set[str] = set()
 
     def _experiment(self, name: str) -> str:
         exp = self.client.get_experiment_by_name(name)
         if exp is not None:
+            if exp.tags.get(KIND_TAG) != KIND:
+                self.client.set_experiment_tag(exp.experiment_id, KIND_TAG, KIND)
             return exp.experiment_id
         location = None
         if self.uri.startswith("sqlite:///"):
             location = (Path(self.uri[len("sqlite:///"):]).parent / "mlartifacts").as_uri()
         try:
-            return self.client.create_experiment(name, artifact_location=location)
+            return self.client.create_experiment(name, artifact_location=location, tags={KIND_TAG: KIND})
         except Exception:  # noqa: BLE001 - created meanwhile by a concurrent job
             exp = self.client.get_experiment_by_name(name)
             if exp is None:
@@ -142,6 +150,9 @@ class MlflowLogger:
                     self._invocations[invocation_id] = run.info.run_id
                 elif kind == "series":
                     self._series[(invocation_id, tags.get("harness.series"))] = run.info.run_id
+                elif kind == "case" and run.info.status == "RUNNING":
+                    # cut by an outage between its creation and its end: replaced when logged
+                    self._partial[tags.get("harness.record_id")] = run.info.run_id
                 elif kind == "case":
                     self._records.add(tags.get("harness.record_id"))
             token = page.token
@@ -193,6 +204,8 @@ class MlflowLogger:
         self._scan(r.invocation_id)
         if r.record_id in self._records:
             return False
+        if r.record_id in self._partial:
+            self.client.delete_run(self._partial.pop(r.record_id))
         series_id = self._series_run(r)
         ts = _ms(r.timestamp)
         prov = r.provenance or {}
