@@ -174,7 +174,8 @@ def run(cfg: DictConfig) -> int:
             if tracker.uri.startswith("sqlite:"):
                 mlflow_cli = Path(sys.executable).parent / "mlflow"
                 mlflow_cli = mlflow_cli if mlflow_cli.exists() else "mlflow"
-                print(f"  open the UI with: {mlflow_cli} ui --backend-store-uri {tracker.uri}")
+                print(f"  open the UI with: {mlflow_cli} ui --backend-store-uri {tracker.uri}\n"
+                      f"  then http://127.0.0.1:5000{tracker.experiment_path()}")
         except Exception as e:  # noqa: BLE001
             tracker_note = f"MLflow finish failed: {type(e).__name__}: {e}"
             tracker = None

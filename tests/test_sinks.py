@@ -95,6 +95,7 @@ def test_mlflow_layout_in_a_real_sqlite_store(tmp_path):
     assert {s.info.status for s in series} == {"FINISHED"}   # none left RUNNING
     exp = client.get_experiment_by_name("kernel-harness")
     assert exp.tags["mlflow.experimentKind"] == "custom_model_development"   # the UI opens on runs
+    assert logger.experiment_path() == f"/#/experiments/{exp.experiment_id}?workflowType=machine_learning"
     assert big.data.tags["mlflow.parentRunId"] == triton.info.run_id
     assert triton.data.tags["mlflow.parentRunId"] == inv[0].info.run_id
 

@@ -39,6 +39,9 @@ MAX_PARAM = 6000   # MLflow's limit on a param value
 # MLflow 3's UI opens an experiment on what this tag names (without it, on its GenAI pages:
 # traces and an assistant); runs and their metrics are what this experiment holds.
 KIND_TAG, KIND = "mlflow.experimentKind", "custom_model_development"
+# ... and on the 'Model training' side (its runs table, not traces) where a link asks for it:
+# the GenAI / Model training switch is the browser's own setting otherwise.
+ML_VIEW = "workflowType=machine_learning"
 
 
 def run_status(r: Record) -> str:
@@ -292,8 +295,12 @@ class MlflowLogger:
         if run_id is None:
             return None
         if self.uri.startswith("http"):
-            return f"{self.uri.rstrip('/')}/#/experiments/{self.experiment_id}/runs/{run_id}"
+            return f"{self.uri.rstrip('/')}/#/experiments/{self.experiment_id}/runs/{run_id}?{ML_VIEW}"
         return f"experiment {self.experiment_id}, run {run_id}"
+
+    def experiment_path(self) -> str:
+        """The UI's path to this experiment's runs table (append it to the UI's address)."""
+        return f"/#/experiments/{self.experiment_id}?{ML_VIEW}"
 
 
 def upload(records: list[Record], uri: str, experiment: str, parent_run_id: str | None = None,
