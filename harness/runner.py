@@ -45,6 +45,9 @@ class Settings:
     roof_cache: bool = True
     roof_max_age_s: float = 86400.0
     invocation_id: str = ""
+    # The launcher's contract (harness.integrity) on every case. The sweeps always check it;
+    # a test of numerics alone, over many shapes of impls already checked, may not.
+    contract: bool = True
 
 
 def base_record(spec: CaseSpec, device, settings: Settings, provenance: dict) -> Record:
@@ -123,7 +126,8 @@ class Runner:
         launch, inputs, out = self._check(rec, op, impl, spec.shape, dtype)
         rec.impl_config = {**self.frameworks[spec.impl].settings(), **getattr(launch, "config", {})}
         rec.tuning = dict(getattr(launch, "tuning", {}))
-        self._contract(rec, op, launch, inputs, out, spec.shape, dtype)
+        if self.settings.contract:
+            self._contract(rec, op, launch, inputs, out, spec.shape, dtype)
         if rec.violations:
             rec.status = "invalid"
             rec.reason = "; ".join(rec.violations) + (f"; the checks: {rec.reason}" if rec.reason else "")

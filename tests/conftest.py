@@ -16,11 +16,22 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-@pytest.fixture(scope="session")
-def cpu_runner():
+def _cpu_runner(contract: bool):
     from harness.runner import Runner, Settings
     from harness.timing import TimingBudget
     settings = Settings(seeds=3, base_seed=1234, determinism_runs=3,
                         budget=TimingBudget(warmup_ms=0, min_samples=1, max_samples=3, max_seconds=0.05),
-                        roof_bytes=16 << 20, roof_cache=False, invocation_id="test")
+                        roof_bytes=16 << 20, roof_cache=False, invocation_id="test", contract=contract)
     return Runner(torch.device("cpu"), settings)
+
+
+@pytest.fixture(scope="session")
+def cpu_runner():
+    return _cpu_runner(contract=True)
+
+
+@pytest.fixture(scope="session")
+def numerics_runner():
+    """The CPU runner without the launcher's contract: for the other shapes of an impl whose
+    contract a test has checked on one (the interpreter's launches are what CI's time is)."""
+    return _cpu_runner(contract=False)
