@@ -185,7 +185,7 @@ def get(device: torch.device, timer, provenance: dict, nbytes: int, max_age_s: f
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             cached[key] = asdict(roof)
-            tmp = path.with_suffix(".tmp")
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")   # concurrent writers each rename a whole file
             tmp.write_text(json.dumps(cached, indent=1))
             tmp.replace(path)
         except OSError:
