@@ -52,6 +52,17 @@ def poison(out: torch.Tensor) -> None:
         out.fill_(float("nan"))
 
 
+def checked_launch(op, launch, inputs: dict, out: torch.Tensor, dtype: torch.dtype, case: str, seed: int,
+                   sync) -> tuple[CheckResult, torch.Tensor]:
+    """One checked launch: the output poisoned, the launcher run and waited for (``sync``),
+    its result compared against the op's float64 reference of ``inputs``. (result, output)."""
+    poison(out)
+    got = result_of(launch, out)
+    sync()
+    ref = op.reference(**inputs)
+    return compare(got, ref, op.tolerance(dtype), op.error_scale(inputs, ref), case, seed), got
+
+
 def compare(got: torch.Tensor, ref: torch.Tensor, tol: Tol, scale, case: str, seed: int) -> CheckResult:
     if got.numel() != ref.numel():
         return CheckResult(case, seed, False, ref.numel(), ref.numel(), None, None, None,

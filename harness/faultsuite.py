@@ -37,14 +37,17 @@ class Expect:
     value: Any = None
     gpu_only: bool = False    # needs a GPU to be a fault at all (streams, the L2)
 
+    def __post_init__(self):
+        if isinstance(self.status, str):
+            object.__setattr__(self, "status", (self.status,))
+
     def met_by(self, rec: dict) -> bool:
-        statuses = (self.status,) if isinstance(self.status, str) else self.status
-        if rec.get("status") not in statuses or self.reason not in rec.get("reason", ""):
+        if rec.get("status") not in self.status or self.reason not in rec.get("reason", ""):
             return False
         return self.field is None or rec.get(self.field) == self.value
 
     def describe(self) -> str:
-        what = "/".join((self.status,) if isinstance(self.status, str) else self.status)
+        what = "/".join(self.status)
         what += f" '{self.reason}'" if self.reason else ""
         return what + (f", {self.field}={self.value}" if self.field else "")
 

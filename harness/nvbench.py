@@ -39,7 +39,10 @@ def _split(argv: list[str]) -> tuple[dict, list[str]]:
     own, rest = {}, []
     for a in argv:
         key, sep, value = a.partition("=")
-        (own.__setitem__(key, value) if sep and key in OWN_KEYS else rest.append(a))
+        if sep and key in OWN_KEYS:
+            own[key] = value
+        else:
+            rest.append(a)
     return own, rest
 
 
@@ -96,13 +99,8 @@ def measure(cfg, cases, device, bench) -> list[dict]:
                     inputs = op.inputs(spec.shape, DTYPES[spec.dtype], device, 1234)
                     out = op.make_output(inputs)
                     launch = impl.bind(**inputs, out=out)
-                    checks.poison(out)
-                    got = checks.result_of(launch, out)
-                    synchronize(device)
-                    ref = op.reference(**inputs)
-                    result = checks.compare(got, ref, op.tolerance(DTYPES[spec.dtype]),
-                                            op.error_scale(inputs, ref), "random", 1234)
-                    del got, ref
+                    result, _ = checks.checked_launch(op, launch, inputs, out, DTYPES[spec.dtype], "random", 1234,
+                                                      lambda: synchronize(device))
                     if not result.passed:
                         row["error"] = f"not timed: wrong result ({result.detail})"
                         state.skip(row["error"][:200])
@@ -136,8 +134,8 @@ def measure(cfg, cases, device, bench) -> list[dict]:
         bench.run_all_benchmarks(["nvbench", "--json", path, "--quiet", "--devices", str(device.index or 0)])
         results = BenchmarkResult.from_json(path)
     for name, row in rows.items():
-        states = results.get(name) if hasattr(results, "get") else (results[name] if name in results else None)
-        summaries = getattr(states[0], "summaries", {}) if states else {}
+        states = results[name] if name in results else None   # a skipped benchmark has no states
+        summaries = states[0].summaries if states else {}
         for key, tag in TAGS.items():
             if tag in summaries:
                 row[key] = float(summaries[tag].value) * 1e6

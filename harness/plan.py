@@ -237,7 +237,9 @@ def _too_big_to_interpret(spec, shape, dtype: str) -> str | None:
 def _too_big(spec, shape, dtype: str, mem: int, device, user_given: bool) -> str | None:
     r, w = spec.bytes_moved(shape, DTYPES[dtype])
     out_elems = max(w // DTYPES[dtype].itemsize, 1)
-    need = 2 * (r + w) + out_elems * CHECK_BYTES_PER_OUTPUT
+    # twice the operands, the checks' per-element bytes, and the contract's copies: the
+    # inputs' snapshot, their refill and its restore copy (3 r), the output's copy (w)
+    need = 2 * (r + w) + 3 * r + w + out_elems * CHECK_BYTES_PER_OUTPUT
     if need <= mem:
         return None
     msg = (f"shape {list(shape)} in {dtype} needs ~{need / 2**30:.1f} GiB for inputs, output and "

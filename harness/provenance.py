@@ -148,7 +148,7 @@ def refresh_clocks(prov: dict, device: torch.device) -> dict:
     if device.type != "cuda":
         return prov
     live = _nvml(device.index or 0)
-    return {**prov, **{k: live[k] for k in ("sm_clock_mhz", "mem_clock_mhz") if k in live}}
+    return {**prov, **{k: live[k] for k in ("sm_clock_mhz", "mem_clock_mhz", "clock_slowdowns") if k in live}}
 
 
 # A case timed below these fractions of the maximum clocks ran far below the GPU's normal

@@ -65,6 +65,13 @@ def base_record(spec: CaseSpec, device, settings: Settings, provenance: dict) ->
     return rec
 
 
+def _invalid(rec: Record) -> None:
+    """An invalid case: its violations, then what its checks found, if anything."""
+    checked = rec.reason if rec.status != "invalid" and rec.passed is False else ""
+    rec.status = "invalid"
+    rec.reason = "; ".join(rec.violations) + (f"; the checks: {checked}" if checked else "")
+
+
 class Runner:
     def __init__(self, device: torch.device, settings: Settings):
         self.device = device
@@ -126,37 +133,48 @@ class Runner:
         launch, inputs, out = self._check(rec, op, impl, spec.shape, dtype)
         rec.impl_config = {**self.frameworks[spec.impl].settings(), **getattr(launch, "config", {})}
         rec.tuning = dict(getattr(launch, "tuning", {}))
-        if self.settings.contract:
-            self._contract(rec, op, launch, inputs, out, spec.shape, dtype)
+        trace_after = self.settings.contract and self._contract(rec, op, launch, inputs, out, spec.shape, dtype)
         if rec.violations:
-            rec.status = "invalid"
-            rec.reason = "; ".join(rec.violations) + (f"; the checks: {rec.reason}" if rec.reason else "")
+            _invalid(rec)
             return   # a launcher that breaks the contract is not timed: its time would not be its work's
         before = integrity.snapshot(inputs)
         self._repeatability(rec, op, impl, launch, inputs, out)
         self._time(rec, launch, self.frameworks[spec.impl].interpreted(self.device))
         rec.clocks, rec.clock_note = clock_check(self.provenance, self.device, rec.provenance)
+        stream = None
+        if trace_after:   # no graph could be captured: the trace, after the timing it would slow
+            stream, rec.stream_note = integrity.stream_trace(launch, self.device)
         after = integrity.written_inputs(inputs, before, "the determinism, batch and timed launches")
         limit = integrity.impossible(rec.gbps, rec.bytes, self.provenance.get("gpu_l2_bytes"),
                                      rec.peak_gbps, rec.roof_gbps)
-        rec.violations = [v for v in (after, limit) if v]
+        rec.violations = [v for v in (stream, after, limit) if v]
         if rec.violations:
-            rec.status, rec.reason = "invalid", "; ".join(rec.violations)
+            _invalid(rec)
             rec.clear_rates()
             return
         rec.status = "ok" if rec.passed else "fail"
 
-    def _contract(self, rec: Record, op, launch, inputs, out, shape, dtype) -> None:
-        """The launcher's contract (harness.integrity): recompute, bind, one stream."""
+    def _contract(self, rec: Record, op, launch, inputs, out, shape, dtype) -> bool:
+        """The launcher's contract (harness.integrity) before timing: recompute, bind, one
+        stream. True when the stream check needs a CUPTI trace after the timing."""
         sync = lambda: synchronize(self.device)  # noqa: E731
-        found = []
         if rec.passed:   # a launcher already wrong on its checked inputs is a failure, not a cheat
-            stale, result = integrity.recompute(launch, out, sync)
-            found.append(stale or integrity.rebind(op, launch, inputs, out, result, shape, dtype,
-                                                   self.device, self.settings.base_seed + 500, sync))
-        stream, rec.stream_note = integrity.stream_check(launch, self.device)
-        found.append(stream)
-        rec.violations += [v for v in found if v]
+            kept = integrity.snapshot(inputs)
+            stale, result = integrity.recompute(launch, out, sync, rec.checked_nan)
+            stale = stale or integrity.rebind(op, launch, inputs, out, result, shape, dtype, self.device,
+                                              self.settings.base_seed + 500, sync)
+            for k, v in kept.items():   # the rest of the case runs on the inputs its checks saw
+                inputs[k].copy_(v)
+            if stale:
+                rec.violations.append(stale)
+                return False
+        stream, rec.stream_note, trace = integrity.stream_check(launch, out, self.device)
+        if stream and trace:   # off the stream: name where it ran (this case is not timed)
+            named, rec.stream_note = integrity.stream_trace(launch, self.device)
+            stream = named or stream
+        if stream:
+            rec.violations.append(stream)
+        return trace and not stream
 
     def _impl(self, spec: CaseSpec) -> registry.Impl:
         key = (spec.op, spec.impl, spec.variant)
@@ -168,7 +186,6 @@ class Runner:
 
     def _check(self, rec: Record, op, impl, shape, dtype):
         s = self.settings
-        tol = op.tolerance(dtype)
         results: list[checks.CheckResult] = []
         kept = None
         cases = [("random", s.base_seed + i) for i in range(s.seeds)]
@@ -178,18 +195,16 @@ class Runner:
             out = op.make_output(inputs)
             before = integrity.snapshot(inputs)
             launch = impl.bind(**inputs, out=out)
-            checks.poison(out)
-            got = checks.result_of(launch, out)
-            synchronize(self.device)
+            result, got = checks.checked_launch(op, launch, inputs, out, dtype, case, seed,
+                                                lambda: synchronize(self.device))
+            results.append(result)
             written = integrity.written_inputs(inputs, before, f"bind and the checked launch ({case}, seed {seed})")
             if written and not rec.violations:   # the first set that shows it
                 rec.violations.append(written)
-            del before
-            ref = op.reference(**inputs)
-            results.append(checks.compare(got, ref, tol, op.error_scale(inputs, ref), case, seed))
-            del got, ref
             if kept is None:
                 kept = (launch, inputs, out)
+                rec.checked_nan = int(torch.isnan(got).sum()) if got.is_floating_point() else 0
+            del got
         rec.checks = [r.as_dict() for r in results]
         rec.passed = all(r.passed for r in results)
         errs = [r for r in results if r.max_abs_err is not None]

@@ -13,6 +13,7 @@ import traceback
 
 import torch
 
+from harness.integrity import TRACED
 from harness.record import Record
 from harness.runner import CaseSpec, Runner, Settings, base_record
 
@@ -141,6 +142,9 @@ class IsolatedRunner:
                           f"after {time.monotonic() - started:.1f} s); the next case runs in a new one")
             return rec
         rec = Record.from_dict(payload)
+        if rec.stream_note.startswith(TRACED):
+            self.stop()    # CUPTI stays attached to a traced process and slows what it times next
+            return rec
         if rec.status == "error" and any(s in rec.reason for s in STICKY):
             self._kill()   # the CUDA context is poisoned: the next case gets a fresh process
             rec.reason += " [worker restarted: the CUDA context cannot be trusted after this]"

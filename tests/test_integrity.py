@@ -36,7 +36,7 @@ def test_inputs_compared_as_bits_so_nan_inputs_are_unchanged():
 
 
 def test_the_stream_check_needs_a_gpu():
-    assert integrity.stream_check(lambda: None, torch.device("cpu")) == (None, "")
+    assert integrity.stream_check(lambda: None, torch.empty(1), torch.device("cpu")) == (None, "", False)
 
 
 def test_the_physical_limit():

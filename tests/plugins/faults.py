@@ -2,7 +2,7 @@
 right answer: each must be caught, labelled with the contract it breaks.
 
     HARNESS_PLUGINS=tests.plugins.faults harness op=rmsnorm impl=faults
-    scripts/fault-suite            # every planted fault and every honest impl, with the rates
+    harness-faults                 # every planted fault and every honest impl, with the rates
 """
 import torch
 import torch.nn.functional as F
