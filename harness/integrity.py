@@ -135,6 +135,10 @@ def stream_check(launch, out: torch.Tensor, device: torch.device) -> tuple[str |
                     f"join it back, so the events around the launch do not wait for it (a CUDA graph "
                     f"capture of two launches: {text}); {ADVICE}"), "", False
         return None, f"no CUDA graph could be captured ({text})", True
+    # Work on another stream ran eagerly during the capture; it must finish before the
+    # poison, or it may write the output after it (measured: RMSNorm bf16 32768x4096 on
+    # the legacy stream read as clean without this).
+    torch.cuda.synchronize(device)
     checks.poison(got)
     graph.replay()
     torch.cuda.synchronize(device)

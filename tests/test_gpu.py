@@ -321,13 +321,15 @@ def _foreign_launchers(x, y):
     return found
 
 
-def test_the_stream_check_tells_a_frameworks_default_stream_from_the_current_one():
+@pytest.mark.parametrize("n", [1 << 20, 1 << 28])
+def test_the_stream_check_tells_a_frameworks_default_stream_from_the_current_one(n):
     """CuPy and Numba launch on the legacy default stream unless given one: caught, and named;
-    the same kernels on the current stream pass."""
+    the same kernels on the current stream pass. At 1 GiB too, where the work on the other
+    stream lasts longer than the capture and could write the output after its poison."""
     from harness import integrity
     from harness.device import case_stream, on_stream
     dev = torch.device("cuda:0")
-    x = torch.randn(1 << 20, device=dev)
+    x = torch.randn(n, device=dev)
     y = torch.empty_like(x)
     launchers = _foreign_launchers(x, y)
     if not launchers:
