@@ -18,6 +18,8 @@ from omegaconf import DictConfig
 
 from harness import device as devices
 from harness import plan as planning
+from harness import multirun  # noqa: F401 - the job folder resolver, the multirun summary
+from harness import report
 from harness.errors import ConfigError
 from harness.interrupts import sigint_once
 from harness.processes import InterruptedProcesses, run_cell
@@ -25,6 +27,7 @@ from harness.record import Record
 from harness.runner import CaseSpec, Runner, Settings, base_record
 from harness.sinks import console
 from harness.sinks.jsonl import JsonlSink
+from harness.sinks.mlflow import explain as explain_tracking
 from harness.timing import TimingBudget
 
 LIST_KEYS = ("op", "impl", "variant", "dtype")   # op: a list selects several configs of the group
@@ -155,7 +158,7 @@ def run(cfg: DictConfig) -> int:
                 try:
                     tracker.log(rec)
                 except Exception as e:  # noqa: BLE001 - logging must never cost a result
-                    tracker_note = f"MLflow logging failed: {type(e).__name__}: {str(e)[:300]}"
+                    tracker_note = f"MLflow logging failed: {explain_tracking(e)}"
                     print(f"harness: {tracker_note}; the rest stays in {jsonl.path}", file=sys.stderr)
                     tracker = None
     interrupted = _stop(runner, interrupted)
@@ -163,11 +166,18 @@ def run(cfg: DictConfig) -> int:
     table = console.render(records)
     print(table)
     (out_dir / "table.txt").write_text(table + "\n")
-    print(f"\nresults: {jsonl.path}")
+    artifacts = [jsonl.path, out_dir / "table.txt"]
+    try:
+        report_paths = report.write(records, out_dir, title=f"harness {' '.join(HydraConfig.get().overrides.task)}")
+        artifacts += [report_paths[0], out_dir / report.PLOTS]
+        print(f"\nreport: {report_paths[0]} ({len(report_paths) - 1} plots)")
+    except Exception as e:  # noqa: BLE001 - a report that cannot be drawn must not cost the run
+        print(f"harness: no report: {type(e).__name__}: {e}", file=sys.stderr)
+    print(f"results: {jsonl.path}")
     counts = Counter(r.status for r in records)
     if tracker is not None:
         try:
-            tracker.finish(invocation_id, [jsonl.path, out_dir / "table.txt"],
+            tracker.finish(invocation_id, artifacts,
                            {**{f"n_{k}": v for k, v in counts.items()}, "interrupted": int(interrupted)},
                            status="KILLED" if interrupted else "FINISHED")
             print(f"MLflow: {tracker.uri} ({tracker.run_url(invocation_id)})")
@@ -177,7 +187,7 @@ def run(cfg: DictConfig) -> int:
                 print(f"  open the UI with: {mlflow_cli} ui --backend-store-uri {tracker.uri}\n"
                       f"  then http://127.0.0.1:5000{tracker.experiment_path()}")
         except Exception as e:  # noqa: BLE001
-            tracker_note = f"MLflow finish failed: {type(e).__name__}: {e}"
+            tracker_note = f"MLflow finish failed: {explain_tracking(e)}"
             tracker = None
     if tracker is None and cfg.tracking.enabled and cfg.tracking.uri:
         print(f"MLflow: not uploaded ({tracker_note}). When the server is back:\n"

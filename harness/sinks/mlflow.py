@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import urllib.error
 import urllib.request
@@ -34,6 +35,10 @@ from harness.record import Record
 # MLflow's client retries an unreachable server for minutes per call by default.
 BOUNDED_RETRIES = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
                    "MLFLOW_HTTP_REQUEST_TIMEOUT": "15", "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.5"}
+
+# MLflow's client prints "View run ... at: URL" for each run it ends against a server (two
+# lines a case); the harness prints the invocation's address once.
+QUIET = {"MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
 
 MAX_PARAM = 6000   # MLflow's limit on a param value
 # MLflow 3's UI opens an experiment on what this tag names (without it, on its GenAI pages:
@@ -63,6 +68,24 @@ PROVENANCE_TAGS = ("host", "driver", "torch_cuda", "gpu_uuid", "sm_clock_mhz", "
 
 class TrackingUnavailable(RuntimeError):
     pass
+
+
+def explain(e: BaseException, limit: int = 240) -> str:
+    """What went wrong with the tracking server, in one whole sentence: MLflow's own message
+    nests urllib3's (host, url, connection object) and runs to 400+ characters."""
+    text = str(e).strip()
+    errno = re.search(r"\[Errno (\d+)\] ([^\"'()]+)", text)
+    api = re.search(r"API request to (\S+) failed", text)
+    if api and errno:
+        return f"{api.group(1)} did not answer ({errno.group(2).strip()}, errno {errno.group(1)})"
+    if api and re.search(r"timed? ?out", text, re.I):
+        return f"{api.group(1)} did not answer in time"
+    first = f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"
+    if len(first) <= limit:
+        return first
+    cut = first[:limit]
+    end = max(cut.rfind(". "), cut.rfind("; "))
+    return (cut[:end + 1] if end > 0 else cut[:cut.rfind(" ")]) + " [...]"
 
 
 def normalize_uri(uri: str) -> str:
@@ -95,7 +118,7 @@ def _ms(ts: str) -> int:
 class MlflowLogger:
     def __init__(self, uri: str, experiment: str, parent_run_id: str | None = None,
                  group: str | None = None):
-        for k, v in BOUNDED_RETRIES.items():
+        for k, v in {**BOUNDED_RETRIES, **QUIET}.items():
             os.environ.setdefault(k, v)
         self.uri = normalize_uri(uri)
         probe(self.uri)
@@ -278,8 +301,10 @@ class MlflowLogger:
         from mlflow.entities import Metric
         now = int(time.time() * 1000)
         self.client.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in summary.items()])
-        for path in artifacts:
-            if Path(path).exists():
+        for path in map(Path, artifacts):
+            if path.is_dir():
+                self.client.log_artifacts(run_id, str(path), artifact_path=path.name)
+            elif path.exists():
                 self.client.log_artifact(run_id, str(path))
         self.close_series(invocation_id, status)
         self.client.set_terminated(run_id, status)

@@ -1,0 +1,275 @@
+"""A run's report: per op and dtype, two plots and the comparison table, in one HTML file.
+
+    plots/<op>-<dtype>-gbps.png   GB/s against compulsory bytes moved (log x): a line per
+                                  impl and variant, the measured roof (and the datasheet
+                                  peak, where there is one) as lines
+    plots/<op>-<dtype>-roof.png   % of roof, impl x shape, as a heatmap; a case with no
+                                  rate names its status (FAIL, skipped, ...)
+    report.html                   self-contained (the plots inline): what ran where, the
+                                  GB/s (% of roof) table per op and dtype, both plots, and
+                                  the console table
+
+The harness writes them into each run's output folder and onto the run's MLflow run;
+``harness-report results.jsonl [more.jsonl ...] --out DIR`` rebuilds them from records.
+Only ok cases that are not negative controls are plotted. The plots need matplotlib; without
+it the report says so and keeps its tables.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+import io
+import math
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from harness.record import Record, impl_label, series_label
+from harness.sinks import console
+
+REPORT = "report.html"
+PLOTS = "plots"
+
+
+def label(r: Record) -> str:
+    """The impl as the plots and tables name it: ``torch_compile[static]``, ``triton/two_pass``."""
+    return impl_label(series_label(r.impl, r.impl_config), r.variant)
+
+
+def groups(records: list[Record]) -> dict[tuple[str, str], list[Record]]:
+    """Records by (op, dtype), in the order they came; the latest record of a case wins."""
+    latest: dict[tuple, Record] = {}
+    for r in records:
+        key = r.case_key
+        if key not in latest or (r.timestamp or "") >= (latest[key].timestamp or ""):
+            latest[key] = r
+    found: dict[tuple[str, str], list[Record]] = defaultdict(list)
+    for r in latest.values():
+        found[(r.op, r.dtype)].append(r)
+    return found
+
+
+def plotted(r: Record) -> bool:
+    return r.status == "ok" and r.gbps is not None and not r.negative_control
+
+
+def _bytes_label(n: float, _pos=None) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            v = n / size
+            return f"{v:.0f} {unit}" if v >= 10 or v == int(v) else f"{v:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def _shapes(recs: list[Record]) -> list[str]:
+    """The group's shapes, smallest bytes first."""
+    first = {}
+    for r in sorted(recs, key=lambda r: (r.bytes, r.shape)):
+        first.setdefault(r.shape_str, r)
+    return list(first)
+
+
+def _title(op: str, dtype: str, recs: list[Record]) -> str:
+    where = next((r.provenance.get("gpu_name") for r in recs if (r.provenance or {}).get("gpu_name")), None)
+    return f"{op} · {dtype} · {where or recs[0].device}"
+
+
+def bandwidth_plot(op: str, dtype: str, recs: list[Record]):
+    """GB/s against bytes moved, one line per impl; None where nothing was timed."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, LogLocator
+    timed = [r for r in recs if plotted(r)]
+    if not timed:
+        return None
+    fig = Figure(figsize=(9, 5), layout="constrained")
+    ax = fig.add_subplot()
+    lines: dict[str, list[Record]] = defaultdict(list)
+    for r in timed:
+        lines[label(r)].append(r)
+    for name, rs in sorted(lines.items()):
+        # Shapes of one size (a row op's 32768x4096 and 8192x16384) are dots above one
+        # another; the line joins each size's median.
+        by_size: dict[int, list[float]] = defaultdict(list)
+        for r in rs:
+            by_size[r.bytes].append(r.gbps)
+        xs = sorted(by_size)
+        line, = ax.plot(xs, [_median(by_size[x]) for x in xs], label=name)
+        ax.plot([r.bytes for r in rs], [r.gbps for r in rs], linestyle="none", marker="o", markersize=4,
+                color=line.get_color())
+    roofs: dict[int, list[float]] = defaultdict(list)
+    for r in recs:
+        if r.roof_gbps:
+            roofs[r.bytes].append(r.roof_gbps)
+    if roofs:
+        xs = sorted(roofs)
+        kind = next((r.roof_kind for r in recs if r.roof_kind), "")
+        ax.plot(xs, [_median(roofs[x]) for x in xs], color="black", linestyle="--",
+                linewidth=1.2, label=f"roof ({kind})" if kind else "roof")
+    peak = next((r.peak_gbps for r in recs if r.peak_gbps), None)
+    if peak:
+        ax.axhline(peak, color="grey", linestyle=":", linewidth=1, label="datasheet peak")
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(LogLocator(base=4))
+    ax.xaxis.set_major_formatter(FuncFormatter(_bytes_label))
+    ax.set_xlabel("compulsory bytes moved per launch (log scale)")
+    ax.set_ylabel("GB/s")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.set_title(_title(op, dtype, recs))
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize="small", frameon=False)
+    return fig
+
+
+def roof_heatmap(op: str, dtype: str, recs: list[Record]):
+    """% of roof, impl x shape; None where no case has one."""
+    from matplotlib.figure import Figure
+    if not any(r.pct_roof is not None for r in recs):
+        return None
+    shapes = _shapes(recs)
+    impls = sorted({label(r) for r in recs})
+    cell = {(label(r), r.shape_str): r for r in recs}
+    values = [[(cell[(i, s)].pct_roof if (i, s) in cell and cell[(i, s)].pct_roof is not None
+                and not cell[(i, s)].negative_control else math.nan) for s in shapes] for i in impls]
+    top = max([v for row in values for v in row if not math.isnan(v)], default=100.0)
+    fig = Figure(figsize=(max(6.0, 1.1 * len(shapes) + 3), max(2.5, 0.45 * len(impls) + 1.5)), layout="constrained")
+    ax = fig.add_subplot()
+    image = ax.imshow(values, cmap="viridis", vmin=0, vmax=max(100.0, top), aspect="auto")
+    for y, i in enumerate(impls):
+        for x, s in enumerate(shapes):
+            r = cell.get((i, s))
+            if r is None:
+                continue
+            v = values[y][x]
+            text = _pct(v) if not math.isnan(v) else console.status_label(r)
+            ax.text(x, y, text, ha="center", va="center", fontsize="small",
+                    color="white" if not math.isnan(v) and v < 0.6 * max(100.0, top) else "black")
+    ax.set_xticks(range(len(shapes)), shapes, rotation=30, ha="right")
+    ax.set_yticks(range(len(impls)), impls)
+    ax.set_xlabel("shape (smallest bytes first)")
+    ax.set_title(f"% of roof · {_title(op, dtype, recs)}")
+    fig.colorbar(image, ax=ax, label="% of roof")
+    return fig
+
+
+def _pct(v: float) -> str:
+    """A % of roof: whole numbers from 10 up, two significant digits below (0.017, 3.4)."""
+    return f"{v:.0f}" if v >= 10 else f"{v:.2g}"
+
+
+def _median(values: list[float]) -> float:
+    v = sorted(values)
+    return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    return buf.getvalue()
+
+
+def _cell(r: Record | None) -> str:
+    if r is None:
+        return ""
+    status = console.status_label(r)
+    if r.gbps is None:
+        return f'<span class="status">{html.escape(status)}</span>'
+    pct = f" ({_pct(r.pct_roof)}%)" if r.pct_roof is not None else ""
+    flag = "" if r.status == "ok" and not r.negative_control else f' <span class="status">{html.escape(status)}</span>'
+    return f"{console.sig(r.gbps)}{pct}{flag}"
+
+
+def table(recs: list[Record]) -> str:
+    """GB/s (% of roof): a row per shape, a column per impl (the console's pivot, in HTML)."""
+    shapes = _shapes(recs)
+    impls = sorted({label(r) for r in recs})
+    cell = {(label(r), r.shape_str): r for r in recs}
+    head = "".join(f"<th>{html.escape(i)}</th>" for i in impls)
+    rows = "".join(f"<tr><th>{html.escape(s)}</th>" + "".join(f"<td>{_cell(cell.get((i, s)))}</td>" for i in impls)
+                   + "</tr>" for s in shapes)
+    return f'<table><thead><tr><th>GB/s (% of roof)</th>{head}</tr></thead><tbody>{rows}</tbody></table>'
+
+
+def _provenance(records: list[Record]) -> str:
+    p = next((r.provenance for r in records if r.provenance), {}) or {}
+    versions = p.get("versions") or {}
+    facts = [("device", records[0].device if records else ""), ("GPU", p.get("gpu_name")),
+             ("driver", p.get("driver")), ("CUDA", p.get("torch_cuda")),
+             ("software", ", ".join(f"{k} {v}" for k, v in sorted(versions.items()))),
+             ("host", p.get("host")), ("commit", (p.get("git_sha") or "")[:12] + (" (dirty)" if p.get("git_dirty") else "")),
+             ("from", min((r.timestamp for r in records), default="")), ("to", max((r.timestamp for r in records), default=""))]
+    return "<dl>" + "".join(f"<dt>{k}</dt><dd>{html.escape(str(v))}</dd>" for k, v in facts if v) + "</dl>"
+
+
+STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px}h1{font-size:1.4em}
+table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #ccc;padding:.25em .6em;text-align:right}
+thead th{background:#f3f3f3}tbody th{text-align:left}.status{color:#b00;font-weight:600}
+dl{display:grid;grid-template-columns:max-content auto;gap:.1em 1em}dt{font-weight:600}
+pre{background:#f7f7f7;padding:1em;overflow-x:auto;font-size:12px}img{max-width:100%}"""
+
+
+def write(records: list[Record], folder: Path, title: str = "kernel-harness run") -> list[Path]:
+    """Write report.html and plots/ into ``folder``; the paths written (report first)."""
+    folder = Path(folder)
+    try:
+        import matplotlib  # noqa: F401
+        plots_note = ""
+    except ImportError:
+        plots_note = "<p>No plots: matplotlib is not installed (<code>pip install matplotlib</code>).</p>"
+    written: list[Path] = []
+    sections = []
+    for (op, dtype), recs in groups(records).items():
+        images = []
+        if not plots_note:
+            for kind, make in (("gbps", bandwidth_plot), ("roof", roof_heatmap)):
+                fig = make(op, dtype, recs)
+                if fig is None:
+                    continue
+                png = _png(fig)
+                path = folder / PLOTS / f"{op}-{dtype}-{kind}.png"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(png)
+                written.append(path)
+                images.append(f'<img alt="{html.escape(path.name)}" src="data:image/png;base64,'
+                              f'{base64.b64encode(png).decode()}">')
+        sections.append(f"<h2>{html.escape(_title(op, dtype, recs))}</h2>{table(recs)}{''.join(images)}")
+    counts = defaultdict(int)
+    for r in records:
+        counts[console.status_label(r)] += 1
+    body = (f"<h1>{html.escape(title)}</h1>{_provenance(records)}"
+            f"<p>cases: {html.escape(', '.join(f'{n} {s}' for s, n in sorted(counts.items())))}</p>"
+            f"{plots_note}{''.join(sections)}<h2>Every case</h2><pre>{html.escape(console.render(records))}</pre>")
+    report = folder / REPORT
+    folder.mkdir(parents=True, exist_ok=True)
+    report.write_text(f'<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+                      f"<style>{STYLE}</style></head><body>{body}</body></html>\n")
+    return [report, *written]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from harness.sinks.jsonl import read
+    ap = argparse.ArgumentParser(prog="harness-report", description=__doc__.split("\n\n")[0])
+    ap.add_argument("files", nargs="+", type=Path, help="results.jsonl files (the latest record of a case wins)")
+    ap.add_argument("--out", type=Path, default=Path("."), help="the folder for report.html and plots/ (default: .)")
+    ap.add_argument("--title", default=None, help="the report's title (default: the files' names)")
+    args = ap.parse_args(argv)
+    records = []
+    for path in args.files:
+        if not path.is_file():
+            print(f"harness-report: {path}: no such file (give results.jsonl files)", file=sys.stderr)
+            return 2
+        try:
+            records += read(path)
+        except ValueError as e:
+            print(f"harness-report: {e}", file=sys.stderr)
+            return 2
+    if not records:
+        print("harness-report: the files hold no records", file=sys.stderr)
+        return 2
+    paths = write(records, args.out, args.title or ", ".join(str(p) for p in args.files))
+    print(f"harness-report: {paths[0]} ({len(paths) - 1} plots)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
