@@ -21,7 +21,8 @@ def test_every_op_runs_eager_on_the_smoke_sweep_and_logs_to_mlflow(tmp_path):
     ops = {r["op"] for r in recs}
     assert len(ops) == 8
     assert {r["status"] for r in recs if not r["negative_control"]} == {"ok"}
-    assert all(r["status"] == "fail" for r in recs if r["negative_control"] and r["shape"][1] > 7)
+    # every negative control fails its adversarial inputs at every shape, 1x7 included
+    assert {r["status"] for r in recs if r["negative_control"]} == {"fail"}
     required = ["op", "impl", "variant", "dtype", "shape", "bytes", "status", "reason", "median_us",
                 "median_lo_us", "median_hi_us", "p10_us", "p90_us", "samples", "gbps", "roof_gbps", "pct_roof",
                 "max_abs_err", "max_rel_err", "passed", "n_distinct", "max_ulp_spread", "deterministic",
@@ -37,6 +38,16 @@ def test_every_op_runs_eager_on_the_smoke_sweep_and_logs_to_mlflow(tmp_path):
     exp = client.get_experiment_by_name("kernel-harness")
     cases = client.search_runs([exp.experiment_id], "tags.`harness.kind` = 'case'", max_results=5000)
     assert len(cases) == len(recs)
+    # the plots and the report, in the output folder and on the invocation run
+    run = tmp_path / "run"
+    plots = sorted(p.name for p in (run / "plots").iterdir())
+    assert len(plots) == 2 * len({(r["op"], r["dtype"]) for r in recs})   # gbps and % of roof per op and dtype
+    report = (run / "report.html").read_text()
+    assert report.count("data:image/png;base64,") == len(plots) and "copy · float32 · cpu" in report
+    inv = client.search_runs([exp.experiment_id], "tags.`harness.kind` = 'invocation'")[0]
+    logged = {a.path for a in client.list_artifacts(inv.info.run_id)}
+    assert {"results.jsonl", "table.txt", "report.html", "plots"} <= logged
+    assert {a.path for a in client.list_artifacts(inv.info.run_id, "plots")} == {f"plots/{p}" for p in plots}
 
 
 def test_comma_list_of_impls_runs_them_shape_by_shape(tmp_path):
@@ -65,8 +76,25 @@ def test_multirun_sweeps_over_ops(tmp_path):
     proc = harness(tmp_path, "-m", "op=copy,scale", "impl=eager", "sweep=smoke", "dtype=fp32",
                    "tracking=none", "isolate=false")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert [r["op"] for r in results(tmp_path, "multi/0")] == ["copy"] * 3
-    assert [r["op"] for r in results(tmp_path, "multi/1")] == ["scale"] * 3
+    # job folders named by what the sweep varies; one summary of every job at the end
+    assert [r["op"] for r in results(tmp_path, "multi/0-op=copy")] == ["copy"] * 3
+    assert [r["op"] for r in results(tmp_path, "multi/1-op=scale")] == ["scale"] * 3
+    summary = proc.stdout[proc.stdout.index("== multirun: 2 jobs"):]
+    assert "0-op=copy: 3 ok" in summary and "1-op=scale: 3 ok" in summary and "all jobs: 6 ok" in summary
+    combined = (tmp_path / "multi" / "report.html").read_text()
+    assert "copy · float32 · cpu" in combined and "scale · float32 · cpu" in combined
+
+
+def test_a_job_folder_is_a_safe_name_of_what_the_sweep_varies(monkeypatch):
+    from harness import multirun
+    monkeypatch.setattr(multirun, "_task_overrides", lambda: ["op=copy", "impl=eager", "tracking.uri=http://h:5000/x"])
+    monkeypatch.setattr(sys, "argv", ["harness", "-m", "op=copy,scale", "impl=eager", "tracking.uri=http://h:5000/x"])
+    assert multirun.job_dir(0) == "0-op=copy"
+    monkeypatch.setattr(sys, "argv", ["harness", "-m", "impl=eager"])   # swept keys unknown: every override
+    name = multirun.job_dir(3)
+    assert name == "3-op=copy,impl=eager,tracking.uri=http:__h:5000_x" and "/" not in name
+    monkeypatch.setattr(multirun, "_task_overrides", lambda: ["shapes=" + "[1000]," * 100])
+    assert len(multirun.job_dir(12)) == multirun.NAME_LIMIT
 
 
 def test_unusable_impls_are_skipped_with_the_reason_under_impl_all(tmp_path):
