@@ -1,0 +1,92 @@
+"""A multirun (``harness -m op=copy,scale ...``): job folders named by their overrides, and
+one summary of all the jobs at the end.
+
+    multirun/<date>/<time>/0-op=copy/        a job's results.jsonl, table.txt, report
+    multirun/<date>/<time>/1-op=scale/
+    multirun/<date>/<time>/report.html       every job's records in one report (plots/ too)
+
+A job folder is its number, then the values of the keys the sweep varies (every override
+where they are not known), with '/' replaced and the name cut to fit a file system's limit.
+"""
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from harness import report
+from harness.sinks import console
+from harness.sinks.jsonl import read
+
+NAME_LIMIT = 120   # characters of a job folder's name (file systems allow 255 bytes)
+
+
+def job_dir(num, override_dirname: str = "") -> str:
+    """``<num>-<overrides>``: the job's overrides (those every job shares left out), safe
+    as one path component."""
+    items = _task_overrides()
+    if items is None:
+        items = [i for i in str(override_dirname).split(",") if i]
+    swept = _swept_keys()
+    name = ",".join(i for i in items if i.split("=", 1)[0] in swept) or ",".join(items)
+    name = name.replace("/", "_").replace("\\", "_")
+    return f"{num}-{name}"[:NAME_LIMIT] if name else str(num)
+
+
+def _task_overrides() -> list[str] | None:
+    try:
+        return list(HydraConfig.get().overrides.task)
+    except ValueError:   # outside a Hydra job
+        return None
+
+
+def _swept_keys() -> set[str]:
+    """The keys the sweep varies (``op`` in ``-m op=copy,scale impl=eager``), read from the
+    command line it was started with (a comma outside brackets); none where it is not known."""
+    swept = set()
+    for arg in sys.argv[1:]:
+        key, _, value = arg.partition("=")
+        if value and "," in value and not value.startswith(("[", "{")):
+            swept.add(key.lstrip("+~"))
+    return swept
+
+
+OmegaConf.register_new_resolver("harness_job_dir", job_dir, replace=True)
+
+
+class Summary(Callback):
+    """At the end of a multirun: each job's status counts, and one report of every record."""
+
+    def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
+        root = Path(config.hydra.sweep.dir)
+        files = sorted(root.glob("*/results.jsonl"), key=lambda p: _job_number(p.parent.name))
+        if not files:
+            print(f"harness multirun: no results under {root}", file=sys.stderr)
+            return
+        records = []
+        print(f"\n== multirun: {len(files)} jobs under {root} ==")
+        for path in files:
+            try:
+                recs = read(path)
+            except (OSError, ValueError) as e:
+                print(f"  {path.parent.name}: unreadable ({e})")
+                continue
+            records += recs
+            counts = Counter(console.status_label(r) for r in recs)
+            print(f"  {path.parent.name}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+        counts = Counter(console.status_label(r) for r in records)
+        print("all jobs: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+        try:
+            paths = report.write(records, root, title=f"harness multirun: {len(files)} jobs")
+            print(f"report: {paths[0]} ({len(paths) - 1} plots)")
+        except Exception as e:  # noqa: BLE001 - the jobs' own files stand without it
+            print(f"harness multirun: no combined report: {type(e).__name__}: {e}", file=sys.stderr)
+
+
+def _job_number(name: str) -> tuple[int, str]:
+    head = name.split("-", 1)[0]
+    return (int(head), name) if head.isdigit() else (1 << 30, name)
