@@ -1,22 +1,31 @@
-"""Two results files compared case by case, with the nightly job's noise-aware rule
-(harness.regress): what got faster, slower, broken or fixed, what is new and what vanished.
+"""Two runs compared case by case, with the nightly job's noise-aware rule (harness.regress):
+what got faster, slower, broken or fixed, what is new and what vanished.
 
     harness-compare before/results.jsonl after/results.jsonl
+    harness-compare 3f1c...e9 a07b...12                      # two MLflow runs (invocation run ids)
+    harness-compare runs:/3f1c...e9 after/results.jsonl --tracking-uri http://127.0.0.1:5000
     python -m harness.compare A.jsonl B.jsonl --min-effect 0.03 --markdown report.md
 
-Each file may hold several runs: the latest record of each case counts. Exit code 1 when
-the second file regresses against the first, 0 when not, 2 for a bad file.
+A side is a results.jsonl file (which may hold several runs: the latest record of each case
+counts) or the id of an invocation run in MLflow, the one the harness prints after "MLflow:"
+(its case runs are read; --tracking-uri, default $MLFLOW_TRACKING_URI or the local store).
+Exit code 1 when the second side regresses against the first, 0 when not, 2 for a bad side.
 """
 from __future__ import annotations
 
 import argparse
 import datetime as dt
 import json
+import os
+import re
 import sys
 from pathlib import Path
 
 from harness.record import Record
-from harness.regress import Thresholds, compare, point_from_record
+from harness.regress import Thresholds, compare, point_from_record, point_from_run
+
+RUN_ID = re.compile(r"^(?:runs:/)?([0-9a-f]{32})/?$")
+LOCAL_STORE = "sqlite:///mlflow.db"   # conf/tracking/local.yaml's default
 
 
 def load(path: str) -> list[Record]:
@@ -52,10 +61,56 @@ def latest(records: list[Record]) -> dict[tuple, "object"]:
     return points
 
 
+def from_mlflow(run_id: str, uri: str) -> dict[tuple, object]:
+    """The latest point of each case of one invocation run in MLflow."""
+    from harness.sinks.mlflow import BOUNDED_RETRIES, QUIET, explain, normalize_uri
+    for k, v in {**BOUNDED_RETRIES, **QUIET}.items():
+        os.environ.setdefault(k, v)
+    try:
+        from mlflow.tracking import MlflowClient
+    except ImportError:
+        raise SystemExit("compare: reading MLflow runs needs mlflow (pip install mlflow)") from None
+    client = MlflowClient(normalize_uri(uri))
+    try:
+        run = client.get_run(run_id)
+    except Exception as e:  # noqa: BLE001 - an unknown id or an unreachable server
+        raise SystemExit(f"compare: MLflow run {run_id} not found at {uri}: {explain(e)}") from None
+    kind = run.data.tags.get("harness.kind")
+    if kind != "invocation":
+        raise SystemExit(f"compare: MLflow run {run_id} is a {kind or 'foreign'} run; give an invocation run, "
+                         f"the id the harness prints after 'MLflow:' (tag harness.kind = invocation)")
+    flt = (f"tags.`harness.kind` = 'case' and "
+           f"tags.`harness.invocation_id` = '{run.data.tags['harness.invocation_id']}'")
+    points, token = {}, None
+    while True:
+        page = client.search_runs([run.info.experiment_id], flt, max_results=5000, page_token=token)
+        for p in sorted(filter(None, map(point_from_run, page)), key=lambda p: p.when_ms):
+            points[p.key] = p
+        token = page.token
+        if not token:
+            break
+    if not points:
+        raise SystemExit(f"compare: MLflow run {run_id} has no case runs")
+    return points
+
+
+def side(source: str, uri: str) -> dict[tuple, object]:
+    """A results file's or an MLflow invocation run's latest point per case."""
+    if Path(source).is_file():
+        return latest(load(source))
+    found = RUN_ID.match(source)
+    if found:
+        return from_mlflow(found.group(1), uri)
+    raise SystemExit(f"compare: {source}: no such file, nor an MLflow run id (32 hex digits, or runs:/<id>); "
+                     "give the results.jsonl of a run or the run id the harness prints after 'MLflow:'")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="harness-compare", description=__doc__.split("\n\n")[0])
-    ap.add_argument("before", help="results.jsonl of the earlier run (the baseline)")
-    ap.add_argument("after", help="results.jsonl of the later run")
+    ap.add_argument("before", help="the earlier run (the baseline): its results.jsonl or MLflow run id")
+    ap.add_argument("after", help="the later run: its results.jsonl or MLflow run id")
+    ap.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI", LOCAL_STORE),
+                    help="where MLflow run ids are looked up (default: $MLFLOW_TRACKING_URI or %(default)s)")
     ap.add_argument("--min-effect", type=float, default=Thresholds.min_effect,
                     help="never flag a relative change smaller than this (default %(default)s)")
     ap.add_argument("--noise-k", type=float, default=Thresholds.noise_k,
@@ -65,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--markdown", default=None, help="also write the report to this file")
     a = ap.parse_args(argv)
     try:
-        before, after = latest(load(a.before)), latest(load(a.after))
+        before, after = side(a.before, a.tracking_uri), side(a.after, a.tracking_uri)
     except SystemExit as e:
         print(e, file=sys.stderr)
         return 2

@@ -138,3 +138,37 @@ def test_two_results_files_compared_case_by_case(tmp_path, capsys):
     assert "1048576" not in out.split("## Regressions")[1].split("## Improvements")[0]   # 0.4%: noise
     assert main([str(b), str(b)]) == 0
     assert main([str(a), str(tmp_path / "missing.jsonl")]) == 2
+
+
+def test_two_mlflow_runs_compared_case_by_case(tmp_path, capsys):
+    """harness-compare RUN_ID RUN_ID: each invocation run's case runs, read from MLflow,
+    through the same rule; a case or series run id, or an unknown one, is refused (exit 2)."""
+    from mlflow.tracking import MlflowClient
+
+    from harness.compare import main
+    from harness.record import Record
+    from harness.sinks.mlflow import MlflowLogger
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    logger = MlflowLogger(uri, "kernel-harness")
+
+    def run(invocation, medians, ts):
+        for shape, median in medians.items():
+            logger.log(Record("copy", "eager", "-", "float32", [shape], status="ok", median_us=median,
+                              p10_us=median * 0.99, p90_us=median * 1.01, passed=True, deterministic=True,
+                              timestamp=ts, invocation_id=invocation, provenance={"gpu_name": "NVIDIA H200"}))
+        logger.finish(invocation, [], {})
+        return logger._invocations[invocation]
+    first = run("night1", {4096: 10.0, 1 << 20: 50.0}, "2026-12-01T00:00:00+00:00")
+    second = run("night2", {4096: 20.0, 1 << 20: 50.1}, "2026-12-02T00:00:00+00:00")
+    assert main([first, f"runs:/{second}", "--tracking-uri", uri]) == 1
+    out = capsys.readouterr().out
+    assert "| slowdown | copy | eager | - | float32 | 4096 |" in out and out.count("| slowdown |") == 1
+    assert main([second, second, "--tracking-uri", uri]) == 0
+    case_run = MlflowClient(uri).search_runs([logger.experiment_id], "tags.`harness.kind` = 'case'")[0]
+    assert main([case_run.info.run_id, second, "--tracking-uri", uri]) == 2
+    assert "is a case run; give an invocation run" in capsys.readouterr().err
+    assert main(["0" * 32, second, "--tracking-uri", uri]) == 2
+    assert "not found" in capsys.readouterr().err
+    assert main(["not-a-run", second, "--tracking-uri", uri]) == 2
+    assert "nor an MLflow run id" in capsys.readouterr().err
