@@ -187,10 +187,11 @@ def test_a_case_run_an_outage_left_running_is_replaced_on_upload(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_a_server_stopped_at_a_random_point_loses_nothing_and_keeps_nothing_twice(tmp_path, seed):
+def test_a_server_stopped_at_a_random_point_loses_nothing_and_keeps_nothing_twice(tmp_path, seed, capfd):
     """A real `mlflow server` killed at a random moment while records are logged, then
     started again and the records uploaded: each record is on the server exactly once, as a
-    finished run with its metrics, including the one in flight when the server went."""
+    finished run with its metrics, including the one in flight when the server went. And
+    MLflow's own "View run" line per run it ends is not printed."""
     import random
     import threading
 
@@ -220,5 +221,23 @@ def test_a_server_stopped_at_a_random_point_loses_nothing_and_keeps_nothing_twic
         assert all("median_us" in c.data.metrics for c in cases)
         _, series = mlflow_runs(srv.uri, "series")
         assert {s.info.status for s in series} == {"FINISHED"}
+        assert "View run" not in capfd.readouterr().out
     finally:
         srv.stop()
+
+
+def test_a_tracking_failure_reads_as_one_whole_sentence():
+    """MLflow's message for a server that went away nests urllib3's: 400+ characters, which
+    the run cut mid-word. Said whole: which address, and what the socket said."""
+    from harness.sinks.mlflow import explain
+    e = Exception(
+        "API request to http://127.0.0.1:5999/api/2.0/mlflow/runs/create failed with exception "
+        "HTTPConnectionPool(host='127.0.0.1', port=5999): Max retries exceeded with url: "
+        "/api/2.0/mlflow/runs/create (Caused by NewConnectionError(\"HTTPConnection(host='127.0.0.1', "
+        "port=5999): Failed to establish a new connection: [Errno 111] Connection refused\"))")
+    assert explain(e) == ("http://127.0.0.1:5999/api/2.0/mlflow/runs/create did not answer "
+                          "(Connection refused, errno 111)")
+    long = ValueError("The first sentence says what happened. " + "Then detail " * 40)
+    said = explain(long)
+    assert said == "ValueError: The first sentence says what happened. [...]"
+    assert explain(RuntimeError("short")) == "RuntimeError: short"
