@@ -196,8 +196,10 @@ def _provenance(records: list[Record]) -> str:
     facts = [("device", records[0].device if records else ""), ("GPU", p.get("gpu_name")),
              ("driver", p.get("driver")), ("CUDA", p.get("torch_cuda")),
              ("software", ", ".join(f"{k} {v}" for k, v in sorted(versions.items()))),
-             ("host", p.get("host")), ("commit", (p.get("git_sha") or "")[:12] + (" (dirty)" if p.get("git_dirty") else "")),
-             ("from", min((r.timestamp for r in records), default="")), ("to", max((r.timestamp for r in records), default=""))]
+             ("host", p.get("host")),
+             ("commit", (p.get("git_sha") or "")[:12] + (" (dirty)" if p.get("git_dirty") else "")),
+             ("from", min((r.timestamp for r in records), default="")),
+             ("to", max((r.timestamp for r in records), default=""))]
     return "<dl>" + "".join(f"<dt>{k}</dt><dd>{html.escape(str(v))}</dd>" for k, v in facts if v) + "</dl>"
 
 
