@@ -120,8 +120,12 @@ def stream_check(launch, out: torch.Tensor, device: torch.device) -> tuple[str |
     if torch.cuda.current_stream(device) == torch.cuda.default_stream(device):
         return None, ("stream check not run: the current stream is the legacy default stream, "
                       "so work on it cannot be told apart"), False
-    before = checks.result_of(launch, out).detach().clone()
+    first = checks.result_of(launch, out)
+    # The whole device, before reading what the launch wrote: work it left on another stream
+    # is not ordered before a copy on this one (the legacy-stream fault's output still held
+    # the recompute check's poison, so nothing read as due, and it passed as clean).
     torch.cuda.synchronize(device)
+    before = first.detach().clone()
     graph = torch.cuda.CUDAGraph()
     try:
         with torch.cuda.graph(graph, capture_error_mode="relaxed"):
