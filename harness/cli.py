@@ -23,7 +23,8 @@ from harness import report
 from harness.errors import ConfigError
 from harness.interrupts import sigint_once
 from harness.processes import InterruptedProcesses, run_cell
-from harness.record import Record
+from harness.progress import RunProgress
+from harness.record import Record, impl_label
 from harness.runner import CaseSpec, Runner, Settings, base_record
 from harness.sinks import console
 from harness.sinks.jsonl import JsonlSink
@@ -134,34 +135,36 @@ def run(cfg: DictConfig) -> int:
     runner = None
     records: list[Record] = []
     interrupted = False
-    for cell in cells(the_plan.cases, processes):
-        runnable = [spec for spec in cell if not spec.skip_reason] if not interrupted else []
-        measured: dict[int, Record] = {}
-        if runnable:
-            if runner is None:
-                runner = _runner(cfg, device, settings)
-            measured, cut = _measure(runner, runnable, processes, device, settings)
-            if cut:
-                interrupted = True
-                print("harness: interrupted: the remaining cases are recorded as skipped", file=sys.stderr)
-        for spec in cell:
-            rec = measured.get(id(spec))
-            if rec is None:
-                rec = base_record(spec, device, settings, {})
-                if interrupted and not spec.skip_reason:
-                    rec.status, rec.reason = "skipped", NOT_RUN
-            rec.invocation_id = invocation_id
-            jsonl.write(rec)
-            records.append(rec)
-            print(f"[{len(records)}/{n}] {_progress(rec)}", flush=True)
-            if tracker is not None:
-                try:
-                    tracker.log(rec)
-                except Exception as e:  # noqa: BLE001 - logging must never cost a result
-                    tracker_note = f"MLflow logging failed: {explain_tracking(e)}"
-                    print(f"harness: {tracker_note}; the rest stays in {jsonl.path}", file=sys.stderr)
-                    tracker = None
-    interrupted = _stop(runner, interrupted)
+    with RunProgress(n) as bar:
+        for cell in cells(the_plan.cases, processes):
+            runnable = [spec for spec in cell if not spec.skip_reason] if not interrupted else []
+            measured: dict[int, Record] = {}
+            if runnable:
+                bar.case(spec_label(runnable[0]))
+                if runner is None:
+                    runner = _runner(cfg, device, settings)
+                measured, cut = _measure(runner, runnable, processes, device, settings)
+                if cut:
+                    interrupted = True
+                    print("harness: interrupted: the remaining cases are recorded as skipped", file=sys.stderr)
+            for spec in cell:
+                rec = measured.get(id(spec))
+                if rec is None:
+                    rec = base_record(spec, device, settings, {})
+                    if interrupted and not spec.skip_reason:
+                        rec.status, rec.reason = "skipped", NOT_RUN
+                rec.invocation_id = invocation_id
+                jsonl.write(rec)
+                records.append(rec)
+                bar.line(f"[{len(records)}/{n}] {_progress(rec)}")
+                if tracker is not None:
+                    try:
+                        tracker.log(rec)
+                    except Exception as e:  # noqa: BLE001 - logging must never cost a result
+                        tracker_note = f"MLflow logging failed: {explain_tracking(e)}"
+                        print(f"harness: {tracker_note}; the rest stays in {jsonl.path}", file=sys.stderr)
+                        tracker = None
+        interrupted = _stop(runner, interrupted)
 
     table = console.render(records)
     print(table)
@@ -270,6 +273,11 @@ def _runner(cfg: DictConfig, device, settings: Settings):
         from harness.worker import IsolatedRunner
         return IsolatedRunner(device, settings, case_timeout_of(cfg))
     return Runner(device, settings)
+
+
+def spec_label(spec: CaseSpec) -> str:
+    """A case before it runs, as its record's line will name it."""
+    return f"{spec.op} {impl_label(spec.impl, spec.variant)} {spec.dtype} {'x'.join(map(str, spec.shape))}"
 
 
 def _progress(r: Record) -> str:

@@ -115,14 +115,25 @@ class Op:
         return self.tolerances[dtype]
 
 
+OURS, PEER = "ours", "peer"
+
+
 class Framework:
-    """What a framework needs to run on a device. Subclasses live in impls/_frameworks/."""
+    """What a framework needs to run on a device. Subclasses live in impls/_frameworks/.
+
+    ``role``: ``ours`` for the product's own implementations (the kernels this harness exists
+    to compare across frameworks), ``peer`` for what they are measured against (eager
+    PyTorch, torch.compile, Liger, ...). Summaries, the console's comparison and the GPU
+    tests read it, so that a new framework takes its place in them by declaring it."""
 
     name: ClassVar[str]
+    role: ClassVar[str] = PEER
     _registry: ClassVar[dict[str, "Framework"]] = {}
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
+        if cls.role not in (OURS, PEER):
+            raise ValueError(f"framework {cls.__name__}: role {cls.role!r}; it must be {OURS!r} or {PEER!r}")
         if "name" in cls.__dict__:
             Framework._registry[cls.name] = cls()
 
@@ -209,6 +220,12 @@ def frameworks() -> dict[str, Framework]:
         importlib.import_module(f"{pkg.__name__}.{name}")
     load_plugins()
     return dict(sorted(Framework._registry.items()))
+
+
+def role_of(framework: str) -> str:
+    """A framework's role (``ours`` or ``peer``); ``peer`` for one not known here."""
+    found = Framework._registry.get(framework) or frameworks().get(framework)
+    return found.role if found is not None else PEER
 
 
 def impl_modules(op: str) -> list[str]:

@@ -13,6 +13,7 @@ import traceback
 
 import torch
 
+from harness import progress
 from harness.integrity import TRACED
 from harness.record import Record
 from harness.runner import CaseSpec, Runner, Settings, base_record
@@ -27,6 +28,7 @@ def _serve(conn, device: str, settings: Settings) -> None:
     # parent's to handle: it keeps the records and stops this worker. Cut here, a case
     # would end as a crash of the worker instead.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    progress.report_to(lambda text: conn.send(("phase", text)))   # to the parent's progress
     try:
         runner = Runner(torch.device(device), settings)
         conn.send(("ready", {"roof": runner.roof.__dict__ if runner.roof else None,
@@ -71,14 +73,26 @@ class IsolatedRunner:
         self.proc.start()
         child.close()
         self.conn = parent
-        if not parent.poll(self.start_timeout_s):
+        message = self._receive(self.start_timeout_s)
+        if message is None:
             self.stop()
             raise RuntimeError(f"the worker did not start within {self.start_timeout_s:.0f} s")
-        kind, payload = parent.recv()
+        kind, payload = message
         if kind != "ready":
             self.stop()
             raise RuntimeError(payload)
         self.info = payload
+
+    def _receive(self, timeout_s: float):
+        """The worker's next message other than a phase (phases go to this process's
+        progress as they come), or None when ``timeout_s`` passes first."""
+        deadline = time.monotonic() + timeout_s
+        while self.conn.poll(max(0.0, deadline - time.monotonic())):
+            kind, payload = self.conn.recv()
+            if kind != "phase":
+                return kind, payload
+            progress.phase(payload)
+        return None
 
     def stop(self, kill: bool = False) -> None:
         if kill:
@@ -122,14 +136,15 @@ class IsolatedRunner:
         started = time.monotonic()
         try:
             self.conn.send(spec)
-            if not self.conn.poll(self.case_timeout_s):
+            message = self._receive(self.case_timeout_s)
+            if message is None:
                 self._kill()
                 rec = self._record(spec)
                 rec.status = "timeout"
                 rec.reason = (f"no result within case_timeout_s={self.case_timeout_s:.0f} s; "
                               "the worker was killed (a hang, or raise case_timeout_s)")
                 return rec
-            _, payload = self.conn.recv()
+            _, payload = message
         except (EOFError, OSError, BrokenPipeError):
             code = self.proc.exitcode if self.proc is not None else None
             if self.proc is not None:

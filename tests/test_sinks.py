@@ -241,3 +241,24 @@ def test_a_tracking_failure_reads_as_one_whole_sentence():
     said = explain(long)
     assert said == "ValueError: The first sentence says what happened. [...]"
     assert explain(RuntimeError("short")) == "RuntimeError: short"
+
+
+def test_the_console_puts_our_best_against_the_best_peer_per_shape():
+    recs = records()
+    for r in recs:
+        r.role = "ours"
+    peer = Record(op="rmsnorm", impl="liger", variant="-", dtype="bfloat16", shape=[32768, 4096], status="ok",
+                  bytes=2 ** 20, median_us=1.0, gbps=250.0, pct_roof=25.0, roof_gbps=4000, role="peer")
+    text = console.render(recs + [peer])
+    assert "ours / best peer" in text
+    assert "32768x4096      1.200  triton 300 against liger 250 GB/s" in text
+    assert "16x4096  " not in text.split("ours / best peer")[1]   # no peer there: no line
+
+
+def test_a_framework_declares_its_role():
+    from harness.registry import Framework, frameworks, role_of
+    assert role_of("triton") == "ours" and role_of("eager") == "peer" and role_of("liger") == "peer"
+    assert role_of("no-such-framework") == "peer"
+    assert {f.role for f in frameworks().values()} <= {"ours", "peer"}
+    with pytest.raises(ValueError, match="role 'mine'"):
+        type("Mine", (Framework,), {"name": "mine-test", "role": "mine"})

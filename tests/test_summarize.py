@@ -112,3 +112,14 @@ def test_same_gpu_compares_each_case_on_the_gpu_where_both_last_ran(tmp_path):
     unplaced = [rec("triton", 10, provenance={}, ts="2026-11-29T13:00:00"),
                 rec("liger", 90, provenance={}, ts="2026-11-29T13:00:00")]
     assert "| rmsnorm | 16x4096 | 1.250 | 1.100 |" in summarize(tmp_path, records + unplaced, "--matrix", "--same-gpu")
+
+
+def test_ours_and_peers_are_the_frameworks_declared_roles(tmp_path):
+    """A record says its framework's role; a new framework of ours (here 'cuda', no edit to the
+    script) is compared against the peers like Triton, and records from before the field
+    take their framework's declaration (triton: ours; eager: peer)."""
+    records = [rec("cuda", 60, role="ours"), rec("cupy", 55, role="ours"), rec("eager", 30, role="peer"),
+               rec("triton", 50, dtype="float32"), rec("eager", 25, dtype="float32")]   # no role: declared
+    out = summarize(tmp_path, records)
+    assert "| rmsnorm | bfloat16 | 16x4096 | cuda 60 GB/s |" in out and "eager 30 GB/s" in out and "| 2.000 |" in out
+    assert "| rmsnorm | float32 | 16x4096 | triton 50 GB/s |" in out and "| 2.000 |" in out

@@ -117,7 +117,26 @@ def _pivot(recs: list[Record]) -> list[str]:
     out = ["", "GB/s (% of roof)".ljust(13) + "  " + "  ".join(i.rjust(width) for i in impls)]
     for s in shapes:
         out.append(s.ljust(13) + "  " + "  ".join(show(cell.get((s, i))).rjust(width) for i in impls))
-    return out
+    return out + _ours_against_peers(recs, shapes)
+
+
+def best_of(recs: list[Record], role: str) -> Record | None:
+    """The fastest passing record of a role (``ours``, ``peer``), negative controls left out."""
+    found = [r for r in recs if r.role == role and r.status == "ok" and r.gbps is not None
+             and not r.negative_control]
+    return max(found, key=lambda r: r.gbps) if found else None
+
+
+def _ours_against_peers(recs: list[Record], shapes: list[str]) -> list[str]:
+    """Per shape, our fastest impl against the fastest peer (the frameworks' declared roles)."""
+    rows = []
+    for s in shapes:
+        here = [r for r in recs if r.shape_str == s]
+        ours, peer = best_of(here, "ours"), best_of(here, "peer")
+        if ours and peer:
+            rows.append(f"{s:<13}  {ours.gbps / peer.gbps:>6.3f}  {ours.impl_label} {sig(ours.gbps)} against "
+                        f"{peer.impl_label} {sig(peer.gbps)} GB/s")
+    return ["", "ours / best peer", *rows] if rows else []
 
 
 # A roof and a case timed minutes apart agree to ~1% at 1 GiB (docs/results). A case further

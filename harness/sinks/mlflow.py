@@ -256,7 +256,7 @@ class MlflowLogger:
                 "harness.record_id": r.record_id, "mlflow.parentRunId": series_id,
                 "status": r.status, "reason": r.reason[:5000], "gpu": gpu, "timer": r.timer,
                 "roof_kind": r.roof_kind, "roof_source": r.roof_source,
-                "negative_control": str(r.negative_control).lower(),
+                "negative_control": str(r.negative_control).lower(), **({"role": r.role} if r.role else {}),
                 **({"clock_note": r.clock_note} if r.clock_note else {}),
                 **{k: str(prov.get(k)) for k in PROVENANCE_TAGS if prov.get(k) is not None}}
         run = self.client.create_run(self.experiment_id, start_time=ts, tags=tags,

@@ -15,6 +15,7 @@ import shutil
 
 import torch
 
+from harness import progress
 from harness.registry import Framework
 
 
@@ -51,10 +52,22 @@ def compiled(fn):
         torch._dynamo.config.recompile_limit = 4096
     # Only dims marked by rows_dynamic are dynamic; a new N of a 1-D op is a new static kernel.
     torch._dynamo.config.automatic_dynamic_shapes = False
+    _say_when_compiling()
     cache = compiled.__dict__.setdefault("cache", {})
     if fn not in cache:
         cache[fn] = torch.compile(fn, fullgraph=True)
     return cache[fn]
+
+
+def _say_when_compiling() -> None:
+    """Each Dynamo compile (a first launch, a new shape) shows in the run's progress."""
+    if compiled.__dict__.get("hooked"):
+        return
+    compiled.hooked = True
+    try:
+        torch._dynamo.callback.on_compile_start(lambda *args, **kw: progress.phase("torch.compile: compiling"))
+    except AttributeError:   # a torch without compile callbacks: no phase, the same results
+        pass
 
 
 def rows_dynamic(*tensors):

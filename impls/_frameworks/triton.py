@@ -8,12 +8,14 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from harness.registry import Framework
+from harness import progress
+from harness.registry import OURS, Framework
 from impls._frameworks import tuning_cache
 
 
 class Triton(Framework):
     name = "triton"
+    role = OURS
 
     def prepare(self, device):
         # Read by @triton.jit when the impl modules are imported: set it before that.
@@ -207,6 +209,11 @@ def _keep(key, entry: str | None, tuned: Tuned) -> Tuned:
     return _tuned.setdefault(key, tuned)
 
 
+def _name(key) -> str:
+    """A tuning key as a progress line shows it."""
+    return " ".join(map(str, key)) if isinstance(key, tuple) else str(key)
+
+
 def tune(key, candidates: list[dict], bind, kernel=None, device=None) -> Tuned:
     """The fastest of ``candidates`` for ``key``, measured by timing the launcher
     ``bind(config)`` returns, outside any timed region; once per process, and kept on
@@ -219,6 +226,7 @@ def tune(key, candidates: list[dict], bind, kernel=None, device=None) -> Tuned:
     entry = _cache_entry(key, kernel, device, candidates=candidates)
     if remembered := _remembered(key, entry):
         return remembered
+    progress.phase(f"tuning Triton {_name(key)}: {len(candidates)} configs")
     rows = [{**cfg, "us": _measure(bind(cfg))} for cfg in candidates]
     ran = [r for r in rows if r["us"] is not None]
     if not ran:
@@ -675,6 +683,7 @@ def tune_rows(key, cols: int, block: int, on_chip: bool, dtype, device, make_scr
     _entries[key] = entry   # for_batch keeps its batches' choices beside this one
     if remembered := _remembered(key, entry):
         return remembered
+    progress.phase(f"tuning Triton {_name(key)} for {cols}-column rows ({str(dtype).replace('torch.', '')})")
     large = max(1, SCRATCH_BYTES // (cols * dtype.itemsize))
     mid, small = min(MID_ROWS, large), min(SMALL_ROWS, large)
     problems = {"us": (large, make_scratch(large), TUNING_SAMPLES),
@@ -829,6 +838,7 @@ def for_batch(tuned: Tuned, key, dtype, rows: int, make_scratch, bind) -> tuple[
         except (KeyError, TypeError):
             pass   # kept in another form: measure
     if memo not in _batch_choices:
+        progress.phase(f"tuning Triton {_name(key)}: the config of a {rows}-row batch")
         args = make_scratch(rows)
         measured = []
 

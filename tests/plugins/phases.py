@@ -1,0 +1,23 @@
+"""A copy that says what it is doing while it binds, as a tuner or a compiler does
+(harness.progress), and takes a moment to do it.
+
+    HARNESS_PLUGINS=tests.plugins.phases harness op=copy impl=phases
+"""
+import time
+
+from harness import progress
+from harness.registry import OURS, Framework, impl
+
+SAID = "tuning phases copy: 3 configs"
+
+
+class Phases(Framework):
+    name = "phases"
+    role = OURS
+
+
+@impl("copy", "phases")
+def bind(x, out):
+    progress.phase(SAID)
+    time.sleep(0.2)
+    return lambda: out.copy_(x)
