@@ -140,7 +140,10 @@ def run(cfg: DictConfig) -> int:
             runnable = [spec for spec in cell if not spec.skip_reason] if not interrupted else []
             measured: dict[int, Record] = {}
             if runnable:
-                bar.case(spec_label(runnable[0]))
+                first = runnable[0]
+                bar.case(spec_label(first) if processes == 1 else
+                         f"{first.op} {first.dtype} {'x'.join(map(str, first.shape))}: {len(runnable)} impls, "
+                         f"{processes} processes each")
                 if runner is None:
                     runner = _runner(cfg, device, settings)
                 measured, cut = _measure(runner, runnable, processes, device, settings)
@@ -303,8 +306,11 @@ def _hydra_main(cfg: DictConfig) -> None:
             code = run(cfg)
     except ConfigError as e:
         print(f"harness: error: {e}", file=sys.stderr)
-        sys.exit(2)
-    if code:
+        code = 2
+    # In a multirun a job's exit would end the sweep (Hydra re-raises it) before the other
+    # jobs and the summary: the job's code is kept, and the summary exits with the worst.
+    # An interrupt (Ctrl-C, a time limit) ends the sweep.
+    if code and (code == INTERRUPTED_EXIT or not multirun.keep_exit_code(code)):
         sys.exit(code)
 
 

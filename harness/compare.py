@@ -70,11 +70,16 @@ def from_mlflow(run_id: str, uri: str) -> dict[tuple, object]:
         from mlflow.tracking import MlflowClient
     except ImportError:
         raise SystemExit("compare: reading MLflow runs needs mlflow (pip install mlflow)") from None
-    client = MlflowClient(normalize_uri(uri))
+    uri = normalize_uri(uri)
+    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).is_file():
+        raise SystemExit(f"compare: no MLflow store at {uri}; give --tracking-uri (the store the run logged to)")
+    client = MlflowClient(uri)
     try:
         run = client.get_run(run_id)
     except Exception as e:  # noqa: BLE001 - an unknown id or an unreachable server
-        raise SystemExit(f"compare: MLflow run {run_id} not found at {uri}: {explain(e)}") from None
+        missing = "RESOURCE_DOES_NOT_EXIST" in str(getattr(e, "error_code", "")) or "not found" in str(e).lower()
+        raise SystemExit(f"compare: MLflow run {run_id} {'not found' if missing else 'could not be read'} "
+                         f"at {uri}: {explain(e)}") from None
     kind = run.data.tags.get("harness.kind")
     if kind != "invocation":
         raise SystemExit(f"compare: MLflow run {run_id} is a {kind or 'foreign'} run; give an invocation run, "
@@ -83,9 +88,10 @@ def from_mlflow(run_id: str, uri: str) -> dict[tuple, object]:
            f"tags.`harness.invocation_id` = '{run.data.tags['harness.invocation_id']}'")
     points, token = {}, None
     while True:
-        page = client.search_runs([run.info.experiment_id], flt, max_results=5000, page_token=token)
-        for p in sorted(filter(None, map(point_from_run, page)), key=lambda p: p.when_ms):
-            points[p.key] = p
+        page = client.search_runs([run.info.experiment_id], flt, max_results=5000, page_token=token,
+                                  order_by=["attributes.start_time ASC"])
+        for p in filter(None, map(point_from_run, page)):
+            points[p.key] = p   # oldest first: the latest of a case wins
         token = page.token
         if not token:
             break

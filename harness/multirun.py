@@ -23,6 +23,21 @@ from harness.sinks import console
 from harness.sinks.jsonl import read
 
 NAME_LIMIT = 120   # characters of a job folder's name (file systems allow 255 bytes)
+_worst_exit = 0   # the worst exit code of this process's multirun jobs (harness.cli)
+
+
+def keep_exit_code(code: int) -> bool:
+    """In a multirun job: keep ``code`` for the end of the sweep (True); else False, and the
+    caller exits with it."""
+    global _worst_exit
+    try:
+        from hydra.types import RunMode
+        if HydraConfig.get().mode != RunMode.MULTIRUN:
+            return False
+    except ValueError:   # outside a Hydra job
+        return False
+    _worst_exit = max(_worst_exit, int(code))
+    return True
 
 
 def job_dir(num, override_dirname: str = "") -> str:
@@ -32,7 +47,7 @@ def job_dir(num, override_dirname: str = "") -> str:
     if items is None:
         items = [i for i in str(override_dirname).split(",") if i]
     swept = _swept_keys()
-    name = ",".join(i for i in items if i.split("=", 1)[0] in swept) or ",".join(items)
+    name = ",".join(i for i in items if i.split("=", 1)[0].lstrip("+~") in swept) or ",".join(items)
     name = name.replace("/", "_").replace("\\", "_")
     return f"{num}-{name}"[:NAME_LIMIT] if name else str(num)
 
@@ -50,9 +65,23 @@ def _swept_keys() -> set[str]:
     swept = set()
     for arg in sys.argv[1:]:
         key, _, value = arg.partition("=")
-        if value and "," in value and not value.startswith(("[", "{")):
+        if value and (_top_level_comma(value) or value.startswith(SWEEP_FUNCTIONS)):
             swept.add(key.lstrip("+~"))
     return swept
+
+
+SWEEP_FUNCTIONS = ("range(", "choice(", "glob(", "interval(")   # Hydra's sweep functions
+
+
+def _top_level_comma(value: str) -> bool:
+    """A comma outside brackets: ``copy,scale`` and ``[[1,2]],[[3]]`` sweep, ``[1,2]`` does not."""
+    depth = 0
+    for ch in value:
+        depth += ch in "[{(" and 1 or 0
+        depth -= ch in "]})" and 1 or 0
+        if ch == "," and depth == 0:
+            return True
+    return False
 
 
 OmegaConf.register_new_resolver("harness_job_dir", job_dir, replace=True)
@@ -66,6 +95,8 @@ class Summary(Callback):
         files = sorted(root.glob("*/results.jsonl"), key=lambda p: _job_number(p.parent.name))
         if not files:
             print(f"harness multirun: no results under {root}", file=sys.stderr)
+            if _worst_exit:
+                sys.exit(_worst_exit)
             return
         records = []
         print(f"\n== multirun: {len(files)} jobs under {root} ==")
@@ -85,6 +116,9 @@ class Summary(Callback):
             print(f"report: {paths[0]} ({len(paths) - 1} plots)")
         except Exception as e:  # noqa: BLE001 - the jobs' own files stand without it
             print(f"harness multirun: no combined report: {type(e).__name__}: {e}", file=sys.stderr)
+        if _worst_exit:
+            print(f"harness multirun: a job exited {_worst_exit}", file=sys.stderr)
+            sys.exit(_worst_exit)
 
 
 def _job_number(name: str) -> tuple[int, str]:

@@ -129,8 +129,8 @@ def roof_heatmap(op: str, dtype: str, recs: list[Record]):
     shapes = _shapes(recs)
     impls = sorted({label(r) for r in recs})
     cell = {(label(r), r.shape_str): r for r in recs}
-    values = [[(cell[(i, s)].pct_roof if (i, s) in cell and cell[(i, s)].pct_roof is not None
-                and not cell[(i, s)].negative_control else math.nan) for s in shapes] for i in impls]
+    values = [[(cell[(i, s)].pct_roof if (i, s) in cell and plotted(cell[(i, s)])
+                and cell[(i, s)].pct_roof is not None else math.nan) for s in shapes] for i in impls]
     top = max([v for row in values for v in row if not math.isnan(v)], default=100.0)
     fig = Figure(figsize=(max(6.0, 1.1 * len(shapes) + 3), max(2.5, 0.45 * len(impls) + 1.5)), layout="constrained")
     ax = fig.add_subplot()
@@ -220,7 +220,9 @@ def write(records: list[Record], folder: Path, title: str = "kernel-harness run"
         plots_note = "<p>No plots: matplotlib is not installed (<code>pip install matplotlib</code>).</p>"
     written: list[Path] = []
     sections = []
-    for (op, dtype), recs in groups(records).items():
+    by_group = groups(records)
+    records = [r for recs in by_group.values() for r in recs]   # the latest of each case, everywhere below
+    for (op, dtype), recs in by_group.items():
         images = []
         if not plots_note:
             for kind, make in (("gbps", bandwidth_plot), ("roof", roof_heatmap)):

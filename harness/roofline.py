@@ -180,7 +180,8 @@ def get(device: torch.device, timer, provenance: dict, nbytes: int, max_age_s: f
         if complete and time.time() - hit["measured_at"] <= max_age_s and hit["measured_bytes"] == nbytes:
             fields = {f.name for f in dataclasses.fields(Roof)}
             return Roof(**{**{k: v for k, v in hit.items() if k in fields}, "source": "cache"})
-    progress.phase(f"measuring the roof ({nbytes >> 20} MiB per kernel; kept for max_age_s)")
+    progress.phase(f"measuring the roof ({nbytes >> 20} MiB per kernel"
+                   + (f"; kept {max_age_s:.0f} s)" if use_cache else ")"))
     roof = measure(device, timer, nbytes, budget)
     roof.device_key = key
     if use_cache:

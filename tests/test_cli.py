@@ -95,6 +95,11 @@ def test_a_job_folder_is_a_safe_name_of_what_the_sweep_varies(monkeypatch):
     assert name == "3-op=copy,impl=eager,tracking.uri=http:__h:5000_x" and "/" not in name
     monkeypatch.setattr(multirun, "_task_overrides", lambda: ["shapes=" + "[1000]," * 100])
     assert len(multirun.job_dir(12)) == multirun.NAME_LIMIT
+    # a sweep of lists, a range, a key added with +: each named by what varies
+    monkeypatch.setattr(multirun, "_task_overrides", lambda: ["shapes=[[3000]]", "+x=1", "seed=2", "op=copy"])
+    monkeypatch.setattr(sys, "argv", ["harness", "-m", "shapes=[[3000]],[[1000]]", "+x=1,2", "seed=range(3)",
+                                      "op=copy"])
+    assert multirun.job_dir(1) == "1-shapes=[[3000]],+x=1,seed=2"
 
 
 def test_unusable_impls_are_skipped_with_the_reason_under_impl_all(tmp_path):
@@ -370,3 +375,14 @@ def test_processes_runs_each_case_in_fresh_workers_and_merges_their_medians(tmp_
     assert "(median of 2 processes: " in proc.stdout
     pids = rec["provenance"]["worker_pids"]   # two processes, neither the harness's own
     assert len(set(pids)) == 2 and all(isinstance(p, int) for p in pids)
+
+
+def test_a_failing_job_of_a_multirun_does_not_stop_the_others_or_the_summary(tmp_path):
+    """strict=true and a job whose cases fail: the next job still runs, the summary still
+    comes, and the sweep exits 1 at its end (the planted impl fails its checks)."""
+    proc = harness(tmp_path, "-m", "op=copy", "impl=planted,eager", "sweep=smoke", "dtype=fp32", "shapes=[[1000]]",
+                   "strict=true", "tracking=none", "isolate=false",
+                   env={"HARNESS_PLUGINS": "tests.plugins.planted", "HARNESS_PLANTED_WRONG": "1"})
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "0-impl=planted: 1 FAIL" in proc.stdout and "1-impl=eager: 1 ok" in proc.stdout
+    assert "a job exited 1" in proc.stderr

@@ -2,8 +2,10 @@
 case is doing (tuning, compiling) on its way from a worker process to the run's output."""
 import os
 import pty
+import select
 import subprocess
 import sys
+import time
 
 import torch
 
@@ -53,7 +55,13 @@ def test_a_terminal_gets_a_bar_with_an_eta_and_the_phase_in_it(tmp_path):
                             stderr=follower)
     os.close(follower)
     seen = b""
-    while True:
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([leader], [], [], 1.0)
+        if not ready:
+            if proc.poll() is not None:
+                break
+            continue
         try:
             chunk = os.read(leader, 65536)
         except OSError:   # the child closed the terminal
@@ -61,7 +69,9 @@ def test_a_terminal_gets_a_bar_with_an_eta_and_the_phase_in_it(tmp_path):
         if not chunk:
             break
         seen += chunk
-    assert proc.wait(timeout=300) == 0, seen.decode(errors="replace")[-3000:]
+    if proc.poll() is None:
+        proc.kill()
+    assert proc.wait(timeout=30) == 0, seen.decode(errors="replace")[-3000:]
     text = seen.decode(errors="replace")
     assert "eta" in text and "━" in text and "/4" in text, text[-3000:]   # the bar: done of 4, and its ETA
     assert SAID in text

@@ -82,3 +82,13 @@ def test_the_command_rebuilds_a_report_from_results_files(tmp_path, capsys):
     assert (tmp_path / "out" / "report.html").exists() and len(list((tmp_path / "out" / "plots").iterdir())) == 2
     assert report.main([str(tmp_path / "missing.jsonl")]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_a_failed_case_shows_its_status_not_a_rate_in_the_heatmap():
+    """A case that failed its checks keeps its timing, but the heatmap must not colour it
+    as a result: it names the failure."""
+    recs = cases()
+    recs[0].status = "fail"   # eager 16x4096, timed at 800 GB/s
+    ax = report.roof_heatmap("rmsnorm", "bfloat16", recs).axes[0]
+    row = [t for t in ax.texts if t.get_position()[1] == 0]   # eager's row
+    assert [t.get_text() for t in sorted(row, key=lambda t: t.get_position()[0])][0] == "FAIL"

@@ -262,3 +262,13 @@ def test_a_framework_declares_its_role():
     assert {f.role for f in frameworks().values()} <= {"ours", "peer"}
     with pytest.raises(ValueError, match="role 'mine'"):
         type("Mine", (Framework,), {"name": "mine-test", "role": "mine"})
+
+
+def test_a_name_that_does_not_resolve_is_said_whole_too():
+    from harness.sinks.mlflow import explain
+    e = Exception("API request to http://mlflow:5000/api/2.0/mlflow/runs/create failed with exception "
+                  "HTTPConnectionPool(host='mlflow', port=5000): Max retries exceeded (Caused by NameResolutionError("
+                  "\"<urllib3.connection.HTTPConnection object at 0x7f>: Failed to resolve 'mlflow' ([Errno -2] Name "
+                  "or service not known)\"))")
+    assert explain(e) == ("http://mlflow:5000/api/2.0/mlflow/runs/create did not answer "
+                          "(Name or service not known, errno -2)")

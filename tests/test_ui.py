@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -67,6 +68,10 @@ def test_the_ui_opens_on_the_runs_table_and_the_run_shows_its_report_and_plots(t
         report = text_of(doms["report"])
         assert all(f" {name} " in report for name in ("plots", "report.html", "results.jsonl", "table.txt")), report
         assert 'class="mlflow-html-iframe"' in doms["report"]               # the report, shown in the page
+        with urllib.request.urlopen(f"{srv.uri}/get-artifact?path=report.html&run_uuid={run_id}", timeout=30) as f:
+            shown = f.read().decode()                                        # what that frame loads
+        assert "<h1>harness op=copy impl=eager" in shown and "<th>GB/s (% of roof)</th>" in shown
+        assert shown.count("data:image/png;base64,") == 2
         assert 'alt="plots/copy-float32-gbps.png"' in doms["plot"]          # the plot, shown as an image
         for name in pages:
             assert (shots / f"{name}.png").read_bytes().startswith(b"\x89PNG")

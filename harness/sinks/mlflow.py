@@ -74,7 +74,7 @@ def explain(e: BaseException, limit: int = 240) -> str:
     """What went wrong with the tracking server, in one whole sentence: MLflow's own message
     nests urllib3's (host, url, connection object) and runs to 400+ characters."""
     text = str(e).strip()
-    errno = re.search(r"\[Errno (\d+)\] ([^\"'()]+)", text)
+    errno = re.search(r"\[Errno (-?\d+)\] ([^\"'()]+)", text)
     api = re.search(r"API request to (\S+) failed", text)
     if api and errno:
         return f"{api.group(1)} did not answer ({errno.group(2).strip()}, errno {errno.group(1)})"
