@@ -24,7 +24,7 @@ from harness.errors import ConfigError
 from harness.interrupts import sigint_once
 from harness.processes import InterruptedProcesses, run_cell
 from harness.progress import RunProgress
-from harness.record import Record, impl_label
+from harness.record import Record, case_label
 from harness.runner import CaseSpec, Runner, Settings, base_record
 from harness.sinks import console
 from harness.sinks.jsonl import JsonlSink
@@ -141,7 +141,8 @@ def run(cfg: DictConfig) -> int:
             measured: dict[int, Record] = {}
             if runnable:
                 first = runnable[0]
-                bar.case(spec_label(first) if processes == 1 else
+                label = case_label(first.op, first.impl, first.variant, first.dtype, first.shape)
+                bar.case(label if processes == 1 else
                          f"{first.op} {first.dtype} {'x'.join(map(str, first.shape))}: {len(runnable)} impls, "
                          f"{processes} processes each")
                 if runner is None:
@@ -276,11 +277,6 @@ def _runner(cfg: DictConfig, device, settings: Settings):
         from harness.worker import IsolatedRunner
         return IsolatedRunner(device, settings, case_timeout_of(cfg))
     return Runner(device, settings)
-
-
-def spec_label(spec: CaseSpec) -> str:
-    """A case before it runs, as its record's line will name it."""
-    return f"{spec.op} {impl_label(spec.impl, spec.variant)} {spec.dtype} {'x'.join(map(str, spec.shape))}"
 
 
 def _progress(r: Record) -> str:

@@ -63,9 +63,8 @@ def latest(records: list[Record]) -> dict[tuple, "object"]:
 
 def from_mlflow(run_id: str, uri: str) -> dict[tuple, object]:
     """The latest point of each case of one invocation run in MLflow."""
-    from harness.sinks.mlflow import BOUNDED_RETRIES, QUIET, explain, normalize_uri
-    for k, v in {**BOUNDED_RETRIES, **QUIET}.items():
-        os.environ.setdefault(k, v)
+    from harness.sinks.mlflow import client_env, explain, normalize_uri, search_all
+    client_env()
     try:
         from mlflow.tracking import MlflowClient
     except ImportError:
@@ -86,15 +85,10 @@ def from_mlflow(run_id: str, uri: str) -> dict[tuple, object]:
                          f"the id the harness prints after 'MLflow:' (tag harness.kind = invocation)")
     flt = (f"tags.`harness.kind` = 'case' and "
            f"tags.`harness.invocation_id` = '{run.data.tags['harness.invocation_id']}'")
-    points, token = {}, None
-    while True:
-        page = client.search_runs([run.info.experiment_id], flt, max_results=5000, page_token=token,
-                                  order_by=["attributes.start_time ASC"])
-        for p in filter(None, map(point_from_run, page)):
-            points[p.key] = p   # oldest first: the latest of a case wins
-        token = page.token
-        if not token:
-            break
+    points = {}
+    runs = search_all(client, [run.info.experiment_id], flt, order_by=["attributes.start_time ASC"])
+    for p in filter(None, map(point_from_run, runs)):
+        points[p.key] = p   # oldest first: the latest of a case wins
     if not points:
         raise SystemExit(f"compare: MLflow run {run_id} has no case runs")
     return points

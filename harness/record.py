@@ -122,7 +122,7 @@ class Record:
     @property
     def case_label(self) -> str:
         """The case in one line of a log: ``rmsnorm triton bfloat16 16x4096``."""
-        return f"{self.op} {self.impl_label} {self.dtype} {self.shape_str}"
+        return case_label(self.op, self.impl, self.variant, self.dtype, self.shape)
 
     @property
     def series_key(self) -> tuple[str, str, str, str]:
@@ -146,6 +146,11 @@ class Record:
 # modes must not compare the two as one case's history, nor a summary rank them as one.
 # Only non-default values show (runs from before a setting existed ran its default).
 SERIES_SETTINGS = {"torch_compile": {"shapes": "dynamic_rows"}}
+
+
+def case_label(op: str, impl: str, variant: str, dtype: str, shape) -> str:
+    """A case as a log line names it, before it runs (a CaseSpec) or after (a Record)."""
+    return f"{op} {impl_label(impl, variant)} {dtype} {'x'.join(str(n) for n in shape)}"
 
 
 def impl_label(impl: str, variant: str) -> str:

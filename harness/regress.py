@@ -24,6 +24,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from harness.record import Record, series_label
+from harness.sinks.mlflow import search_all
 
 BROKEN = ("invalid", "error", "crash", "timeout", "oom")
 RAN = ("ok", "fail")
@@ -201,18 +202,12 @@ def load_history(client, experiment_id: str, *, group: str | None = None, before
     if before_ms and not baseline:
         clauses.append(f"attributes.start_time < {int(before_ms)}")
     history: dict[tuple, list[Point]] = defaultdict(list)
-    token = None
-    while True:
-        page = client.search_runs([experiment_id], " and ".join(clauses), max_results=5000, page_token=token)
-        for run in page:
-            if exclude_parent and run.data.tags.get("harness.parent") == exclude_parent:
-                continue
-            pt = point_from_run(run)
-            if pt is not None:
-                history[pt.key].append(pt)
-        token = page.token
-        if not token:
-            break
+    for run in search_all(client, [experiment_id], " and ".join(clauses)):
+        if exclude_parent and run.data.tags.get("harness.parent") == exclude_parent:
+            continue
+        pt = point_from_run(run)
+        if pt is not None:
+            history[pt.key].append(pt)
     for pts in history.values():
         pts.sort(key=lambda q: q.when_ms)
     return dict(history)

@@ -70,6 +70,25 @@ class TrackingUnavailable(RuntimeError):
     pass
 
 
+def client_env() -> None:
+    """MLflow client settings every harness command takes (bounded retries, no "View run"
+    lines), unless the user set them."""
+    for k, v in {**BOUNDED_RETRIES, **QUIET}.items():
+        os.environ.setdefault(k, v)
+
+
+def search_all(client, experiment_ids: list[str], filter_string: str, order_by: list[str] | None = None):
+    """Every run a search finds, across its pages (5000 a page)."""
+    token = None
+    while True:
+        page = client.search_runs(experiment_ids, filter_string, max_results=5000, page_token=token,
+                                  order_by=order_by)
+        yield from page
+        token = page.token
+        if not token:
+            return
+
+
 def explain(e: BaseException, limit: int = 240) -> str:
     """What went wrong with the tracking server, in one whole sentence: MLflow's own message
     nests urllib3's (host, url, connection object) and runs to 400+ characters."""
@@ -118,8 +137,7 @@ def _ms(ts: str) -> int:
 class MlflowLogger:
     def __init__(self, uri: str, experiment: str, parent_run_id: str | None = None,
                  group: str | None = None):
-        for k, v in {**BOUNDED_RETRIES, **QUIET}.items():
-            os.environ.setdefault(k, v)
+        client_env()
         self.uri = normalize_uri(uri)
         probe(self.uri)
         try:
@@ -164,26 +182,18 @@ class MlflowLogger:
         if invocation_id in self._scanned:
             return
         self._scanned.add(invocation_id)
-        token = None
-        while True:
-            page = self.client.search_runs(
-                [self.experiment_id], f"tags.`harness.invocation_id` = '{invocation_id}'",
-                max_results=5000, page_token=token)
-            for run in page:
-                tags = run.data.tags
-                kind = tags.get("harness.kind")
-                if kind == "invocation":
-                    self._invocations[invocation_id] = run.info.run_id
-                elif kind == "series":
-                    self._series[(invocation_id, tags.get("harness.series"))] = run.info.run_id
-                elif kind == "case" and run.info.status == "RUNNING":
-                    # cut by an outage between its creation and its end: replaced when logged
-                    self._partial[tags.get("harness.record_id")] = run.info.run_id
-                elif kind == "case":
-                    self._records.add(tags.get("harness.record_id"))
-            token = page.token
-            if not token:
-                break
+        for run in search_all(self.client, [self.experiment_id], f"tags.`harness.invocation_id` = '{invocation_id}'"):
+            tags = run.data.tags
+            kind = tags.get("harness.kind")
+            if kind == "invocation":
+                self._invocations[invocation_id] = run.info.run_id
+            elif kind == "series":
+                self._series[(invocation_id, tags.get("harness.series"))] = run.info.run_id
+            elif kind == "case" and run.info.status == "RUNNING":
+                # cut by an outage between its creation and its end: replaced when logged
+                self._partial[tags.get("harness.record_id")] = run.info.run_id
+            elif kind == "case":
+                self._records.add(tags.get("harness.record_id"))
 
     # --- creating runs --------------------------------------------------------------
     def invocation_run(self, invocation_id: str, first: Record, params: dict | None = None) -> str:
