@@ -92,11 +92,14 @@ class Plan:
 def _framework_settings(cfg) -> None:
     """Settings read by a framework's plumbing, checked here and handed to it (and to the
     worker processes) through the environment: torch_compile_shapes (the torch.compile
-    peer) and triton_tuning (whether the Triton tuner may take its kept choices)."""
+    peer), tuning (whether the tuner may take its kept choices) and tuning_search (how hard
+    it looks)."""
+    from harness.tuner import SEARCHES
+    from harness.tuning_cache import MODES
     from impls._frameworks.torch_compile import SHAPES
-    from impls._frameworks.tuning_cache import MODES
     for name, variable, values in (("torch_compile_shapes", "HARNESS_TORCH_COMPILE_SHAPES", SHAPES),
-                                   ("triton_tuning", "HARNESS_TRITON_TUNING", MODES)):
+                                   ("tuning", "HARNESS_TUNING", MODES),
+                                   ("tuning_search", "HARNESS_TUNING_SEARCH", SEARCHES)):
         value = str(cfg.get(name, values[0]))
         if value not in values:
             raise unknown(name, value, values)

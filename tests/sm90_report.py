@@ -63,7 +63,7 @@ H200_SMS = 132
 def reduce_entry(name, p, is_max, atomic, aligned, one_program=False):
     """The 1-D reduction (impls/sum/triton.py) as reduce_1d launches it on an H200: its
     BLOCK, warps and register cap, and one program or the full grid's partials."""
-    from impls._frameworks.triton import next_pow2
+    from impls._frameworks.triton.launch import next_pow2
     from impls.sum.triton import BLOCK, MAXNREG, PROGRAMS_PER_SM, WARPS, _reduce_1d
     sig = {"x_ptr": p, "out_ptr": "*fp32", "scratch_ptr": "*fp32", "ticket_ptr": "*i32", "n": "i32", "programs": "i32"}
     const = {"IS_MAX": is_max, "ATOMIC": atomic, "ONE_PROGRAM": one_program, "BLOCK": BLOCK,
@@ -72,7 +72,7 @@ def reduce_entry(name, p, is_max, atomic, aligned, one_program=False):
 
 
 def kernels():
-    from impls._frameworks.triton import fold_width
+    from impls._frameworks.triton.rows import fold_width
     from impls.copy.triton import _copy
     from impls.layernorm.triton import _layernorm
     from impls.rmsnorm.triton import _rmsnorm

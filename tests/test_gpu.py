@@ -157,7 +157,7 @@ def test_a_bound_launch_calls_the_compiled_kernel_on_the_current_stream():
     captures it on the capture stream and when it runs on a side stream."""
     import triton
 
-    from impls._frameworks.triton import bound_launch
+    from impls._frameworks.triton.launch import bound_launch
     from impls.scale.triton import _scale
     x = torch.randn(100_003, device="cuda")
     out = torch.empty_like(x)
@@ -187,7 +187,7 @@ def test_a_bound_launch_calls_the_compiled_kernel_on_the_current_stream():
 
 def test_the_next_process_takes_the_tuned_choice_from_disk(tmp_path):
     """Two harness processes on one cache: the first measures and keeps its choice, the
-    second takes it unmeasured (same config, same table); triton_tuning=fresh measures."""
+    second takes it unmeasured (same config, same table); tuning=fresh measures."""
     env = {**os.environ, "HARNESS_CACHE": str(tmp_path / "cache"),
            "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}"}
 
@@ -201,7 +201,7 @@ def test_the_next_process_takes_the_tuned_choice_from_disk(tmp_path):
         assert rec["status"] == "ok", rec["reason"]
         return rec
 
-    first, second, fresh = run("first"), run("second"), run("fresh", "triton_tuning=fresh")
+    first, second, fresh = run("first"), run("second"), run("fresh", "tuning=fresh")
     assert first["tuning"]["source"] == "measured" and second["tuning"]["source"] == "cache"
     assert second["impl_config"] == first["impl_config"]
     assert second["tuning"]["candidates"] == first["tuning"]["candidates"]
@@ -222,7 +222,9 @@ def test_a_persistent_grid_is_what_the_gpu_runs_at_once(warps):
     """A persistent row launch gets as many programs as the driver says its binary runs at
     once per SM, times the SMs (never more warps than an SM holds: 16-warp programs at most
     4 per SM), and writes the bits of one program per tile."""
-    from impls._frameworks.triton import programs_per_sm, row_launcher, sm_count
+    from impls._frameworks.triton.launch import sm_count
+    from impls._frameworks.triton.occupancy import programs_per_sm
+    from impls._frameworks.triton.rows import row_launcher
     from impls.layernorm.triton import _layernorm
     rows, cols = 4096, 4096
     x = torch.randn(rows, cols, device="cuda")
@@ -281,7 +283,8 @@ def test_the_1d_reduction_s_grid_runs_at_once(is_max, atomic):
     """A large sum's or max's grid (PROGRAMS_PER_SM per SM) fits on the GPU in one wave:
     the driver's occupancy of the binary it launched is at least that many per SM (r89: the
     two-pass kernel on 40 registers fitted 6 of 8, 1.5-2% slower at 2^28 elements)."""
-    from impls._frameworks.triton import programs_per_sm, sm_count
+    from impls._frameworks.triton.launch import sm_count
+    from impls._frameworks.triton.occupancy import programs_per_sm
     from impls.sum.triton import PROGRAMS_PER_SM, reduce_1d
     x, out = torch.randn(1 << 24, device="cuda"), torch.empty((), device="cuda")
     launch = reduce_1d(x, out, is_max=is_max, atomic=atomic)

@@ -30,8 +30,8 @@ SHAPES = {1: [(1,), (4096,), (33001,)], 2: [(1, 1), (4, 4096), (9, 781), (2, 500
 
 @pytest.fixture(autouse=True)
 def _rows_loop_from_4096_columns(monkeypatch):
-    from impls._frameworks import triton as fw
-    monkeypatch.setattr(fw, "MAX_ON_CHIP", LOOPED_LIMIT)
+    from impls._frameworks.triton import rows
+    monkeypatch.setattr(rows, "MAX_ON_CHIP", LOOPED_LIMIT)
 
 
 def usable_impls():

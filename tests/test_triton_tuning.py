@@ -1,34 +1,61 @@
-"""The Triton row tuner's choices, without a GPU: which tile shapes it tries, and how it
-weighs the large problem against the small one."""
+"""The tuner (harness.tuner) with Triton's row config space (impls/_frameworks/triton),
+without a GPU: which configs it tries, and how it weighs the large problem against the
+small ones; the launch plumbing it times."""
 import pytest
 import torch
 
-from impls._frameworks import triton as fw
+from harness import tuner
+from impls._frameworks.triton import launch as triton_launch, occupancy
+from impls._frameworks.triton import rows as triton_rows
+
+NEUTRAL = triton_rows.BIT_NEUTRAL
+
+
+def _choose(table):
+    return tuner.choose(table, NEUTRAL)
+
+
+def _same_bits(a, b):
+    return tuner.same_bits(a, b, NEUTRAL)
+
+
+def _space(key, cols, block, dtype, scratch, bind, options, kernel=None, on_chip=True):
+    return triton_rows.space(key, cols, block, on_chip, dtype, None, scratch, bind, options=options, kernel=kernel)
+
+
+def _tune_rows(key, cols, block, dtype, scratch, bind, options, kernel=None):
+    key = (*key, str(dtype))
+    return tuner.tune_rows(key, _space(key, cols, block, dtype, scratch, bind, options, kernel))
+
+
+def _for_batch(tuned, key, dtype, batch_rows, scratch, bind, cols=4096, options=triton_rows.ROW_OPTIONS):
+    key = (*key, str(dtype))
+    return tuner.for_batch(tuned, key, batch_rows, _space(key, cols, cols, dtype, scratch, bind, options))
 
 
 @pytest.mark.parametrize("itemsize", [4, 2])
 def test_tile_shapes_keep_8_elements_to_128_bytes_per_thread(itemsize):
     for block in (1, 64, 1024, 4096, 8192, 16384, 32768):
-        shapes = fw.tile_shapes(block, on_chip=True, itemsize=itemsize)
+        shapes = triton_rows.tile_shapes(block, on_chip=True, itemsize=itemsize)
         assert shapes and len(set(shapes)) == len(shapes)
         for rows, warps in shapes:
             assert 1 <= warps <= 32 and warps & (warps - 1) == 0
-            assert rows == 1 or rows * block <= fw.TILE_ELEMENTS
+            assert rows == 1 or rows * block <= triton_rows.TILE_ELEMENTS
             per_thread = rows * block / (32 * warps)
             assert per_thread * itemsize <= 128 and (per_thread >= 8 or warps == 1 or warps == 32)
 
 
 def test_tile_shapes_for_the_sweep_rows():
-    assert fw.tile_shapes(4096, True) == [(1, 16), (1, 8), (1, 4), (2, 32), (2, 16), (2, 8)]
-    assert fw.tile_shapes(16384, True) == [(1, 32), (1, 16)]
+    assert triton_rows.tile_shapes(4096, True) == [(1, 16), (1, 8), (1, 4), (2, 32), (2, 16), (2, 8)]
+    assert triton_rows.tile_shapes(16384, True) == [(1, 32), (1, 16)]
     # 16-bit rows also take 64 elements (128 bytes) per thread: half the warps
-    assert fw.tile_shapes(16384, True, itemsize=2) == [(1, 32), (1, 16), (1, 8)]
-    assert fw.tile_shapes(4096, True, itemsize=2) == [(1, 16), (1, 8), (1, 4), (1, 2), (2, 32), (2, 16), (2, 8), (2, 4)]
+    assert triton_rows.tile_shapes(16384, True, itemsize=2) == [(1, 32), (1, 16), (1, 8)]
+    assert triton_rows.tile_shapes(4096, True, itemsize=2) == [(1, 16), (1, 8), (1, 4), (1, 2), (2, 32), (2, 16), (2, 8), (2, 4)]
     # one row per step when the row is walked in column tiles, or when asked
-    assert {r for r, _ in fw.tile_shapes(4096, on_chip=False)} == {1}
-    assert {r for r, _ in fw.tile_shapes(1024, True, max_rows=1)} == {1}
-    assert max(r for r, _ in fw.tile_shapes(1024, True)) == 4
-    assert max(r for r, _ in fw.tile_shapes(1024, True, max_rows=8)) == 8
+    assert {r for r, _ in triton_rows.tile_shapes(4096, on_chip=False)} == {1}
+    assert {r for r, _ in triton_rows.tile_shapes(1024, True, max_rows=1)} == {1}
+    assert max(r for r, _ in triton_rows.tile_shapes(1024, True)) == 4
+    assert max(r for r, _ in triton_rows.tile_shapes(1024, True, max_rows=8)) == 8
 
 
 def cand(rows, us, small_us, persistent=False, mid_us=20.0):
@@ -38,42 +65,43 @@ def cand(rows, us, small_us, persistent=False, mid_us=20.0):
 def test_choose_prefers_the_large_problem_then_the_small_one():
     # within SMALL_SLACK of the fastest large time, the faster small batch wins
     table = [cand(1, 100.0, 5.0), cand(2, 100.5, 4.0), cand(4, 99.8, 6.0)]
-    assert fw._choose(table)["rows"] == 2
+    assert _choose(table)["rows"] == 2
     # a small-batch gain never buys more than SMALL_SLACK of large-problem time
     table = [cand(1, 100.0, 5.0), cand(2, 102.0, 1.0)]
-    assert fw._choose(table)["rows"] == 1
+    assert _choose(table)["rows"] == 1
     # small-batch times within SMALL_TIE are a tie: the large problem decides (H200, softmax
     # 16384x8192 bf16: 16 warps 129.06 us / 5.34 us at 16 rows, 8 warps 129.89 / 5.31)
     table = [cand(1, 129.89, 5.31), cand(2, 129.06, 5.34), cand(4, 129.86, 5.41)]
-    assert fw._choose(table)["rows"] == 2
+    assert _choose(table)["rows"] == 2
     table = [cand(1, 129.89, 5.31), cand(2, 129.06, 5.38)]   # 1.3% apart: the small batch decides
-    assert fw._choose(table)["rows"] == 1
+    assert _choose(table)["rows"] == 1
 
 
 def test_choose_weighs_the_mid_batch_beside_the_small_one():
     """r95 (H200, LayerNorm fp32 4096 columns): bits 2.5% behind on 16 rows but 3.9% ahead
     on 2048 fall least short over both batches; the large problem still bounds the choice."""
     table = [cand(1, 126.06, 5.28, mid_us=18.78), cand(2, 127.14, 5.15, mid_us=19.52)]
-    assert fw._choose(table)["rows"] == 1
+    assert _choose(table)["rows"] == 1
     table = [cand(1, 126.06, 5.28, mid_us=18.78), cand(2, 127.14, 5.15, mid_us=18.90)]   # 0.6% on 2048 rows
-    assert fw._choose(table)["rows"] == 2
+    assert _choose(table)["rows"] == 2
     table = [cand(1, 129.0, 5.28, mid_us=18.78), cand(2, 127.14, 5.15, mid_us=19.52)]   # 1.5% behind on the large
-    assert fw._choose(table)["rows"] == 2
+    assert _choose(table)["rows"] == 2
 
 
 def test_choose_skips_configs_that_did_not_run_and_says_when_none_did():
-    assert fw._choose([cand(1, None, None), cand(2, 100.0, 5.0)])["rows"] == 2
-    with pytest.raises(RuntimeError, match="no Triton row config ran"):
-        fw._choose([cand(1, None, 3.0)])
+    assert _choose([cand(1, None, None), cand(2, 100.0, 5.0)])["rows"] == 2
+    with pytest.raises(RuntimeError, match="no row config ran"):
+        _choose([cand(1, None, 3.0)])
 
 
 def test_the_interpreter_takes_the_tallest_tile(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    tuned = fw.tune_rows(("test", 781), 781, 1024, True, torch.float32, None, None, None, options=fw.ROW_OPTIONS)
-    assert tuned.config == dict(rows=4, num_warps=16, persistent=True, hints="plain", prefetch=True, early=True,
+    config, table = triton_rows.row_choice(("test", 781), 781, 781, 1024, True, torch.float32, None, None, None,
+                                           options=triton_rows.ROW_OPTIONS)
+    assert config == dict(rows=4, num_warps=16, persistent=True, hints="plain", prefetch=True, early=True,
                                 ordered=False, loop_block=0, maxnreg=0)
-    assert tuned.table == {}
-    fw._tuned.pop(("test", 781, "torch.float32"))
+    assert table == {}
+    tuner._tuned.pop(("test", 781, "torch.float32"))
 
 
 # Every switch the tuner may pick on the GPU, forced one combination at a time under the
@@ -105,11 +133,11 @@ def _run_forced(cpu_runner, op: str, variant: str, tuning_key: tuple, config: di
     # 512 columns and 16 from there: 5x256 cost the interpreter 32768 elements per launch.
     for shape in ((9, 781), (5, 512)):
         key = (*tuning_key, shape[1], "torch.bfloat16")
-        fw._tuned[key] = fw.Tuned(config)
+        tuner._tuned[key] = tuner.Tuned(config)
         try:
             rec = cpu_runner.run(CaseSpec(op, "triton", variant, "bfloat16", shape))
         finally:
-            fw._tuned.pop(key)
+            tuner._tuned.pop(key)
         assert rec.status == "ok" and rec.passed, f"{shape}: {rec.status}: {rec.reason}\n{rec.traceback}"
         records.append(rec)
     return records
@@ -130,7 +158,7 @@ def test_every_row_switch_matches_the_reference(cpu_runner, op, variant, tuning_
 @pytest.mark.parametrize("persistent", [False, True])
 @pytest.mark.parametrize("variant,code", [("on_chip", 0), ("online", 1), ("three_pass", 2)])
 def test_softmax_on_either_grid_matches_the_reference(cpu_runner, variant, code, persistent):
-    """One program per row (no loop in the kernel: _triton_rows, one_tile) and a persistent grid
+    """One program per row (no loop in the kernel: triton.device, one_tile) and a persistent grid
     walking the rows, forced under the interpreter (which itself always takes the
     persistent one), through the harness's checks."""
     config = dict(rows=1, num_warps=4, hints="plain", persistent=persistent)
@@ -144,8 +172,8 @@ class _Fp16:
 
 def _small(tuned):
     """The config a 16-row batch takes, None where that is the large problem's."""
-    cfg = tuned.for_rows(fw.SMALL_ROWS)
-    return None if cfg == tuned.config else fw.config_of({k: v for k, v in cfg.items() if k != "tuned_for_rows"})
+    cfg = tuned.for_rows(tuner.SMALL_ROWS)
+    return None if cfg == tuned.config else tuner.config_of({k: v for k, v in cfg.items() if k != "tuned_for_rows"})
 
 
 def _warps_a_row(cfg):
@@ -171,7 +199,7 @@ def _writing(bits):
 
 def _recording(fake_time, timed):
     """A stand-in for the tuner's _measure: fake_time(cfg, rows), each problem's rows noted in ``timed``."""
-    def measure(run, samples=fw.TUNING_SAMPLES):
+    def measure(run, *timing):
         cfg, rows = run()
         timed.append(rows)
         return fake_time(cfg, rows)
@@ -185,16 +213,15 @@ def _tune_with_stand_in_times(monkeypatch, cols, fake_time, options, kernel=None
     ``bits(cfg)``: what a launch of cfg "writes", the digest the tuner takes of the
     large problem's output; without, no output to digest (configs decide same_bits)."""
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    monkeypatch.setattr(fw, "_measure", measure or (lambda run, samples=fw.TUNING_SAMPLES: fake_time(*run())))
+    monkeypatch.setattr(tuner, "measure", measure or (lambda run, *timing: fake_time(*run())))
     scratch, bind = (lambda rows: rows), (lambda cfg, args, rows: lambda: (cfg, rows))
     if bits:
-        monkeypatch.setattr(fw, "_digest", lambda args: args[-1][0])
+        monkeypatch.setattr(tuner, "digest", lambda args: args[-1][0])
         scratch, bind = _writing(bits)
     try:
-        return fw.tune_rows(("stand-in", cols), cols, cols, True, _Fp16, None, scratch, bind, options=options,
-                            kernel=kernel)
+        return _tune_rows(("stand-in", cols), cols, cols, _Fp16, scratch, bind, options, kernel)
     finally:
-        fw._tuned.pop(("stand-in", cols, str(_Fp16)), None)
+        tuner._tuned.pop(("stand-in", cols, str(_Fp16)), None)
 
 
 def test_the_gpu_tuning_path_with_a_stand_in_timer(monkeypatch):
@@ -204,7 +231,7 @@ def test_the_gpu_tuning_path_with_a_stand_in_timer(monkeypatch):
         fast = cfg.get("loop_block") == 2048 and cfg["num_warps"] == 8
         return (100.0 if fast else 110.0) * (1.02 if cfg.get("persistent") else 1.0)
 
-    tuned = _tune_with_stand_in_times(monkeypatch, 8192, fake_time, (*fw.ROW_OPTIONS, "reload"))
+    tuned = _tune_with_stand_in_times(monkeypatch, 8192, fake_time, (*triton_rows.ROW_OPTIONS, "reload"))
     assert tuned.config["loop_block"] == 2048 and tuned.config["num_warps"] == 8
     looped = [c for c in tuned.table["candidates"] if c["loop_block"]]
     assert {(c["loop_block"], c["num_warps"]) for c in looped} >= {(2048, 8), (2048, 16), (4096, 8), (4096, 16)}
@@ -228,12 +255,12 @@ def test_the_tuning_table_keeps_each_candidate_s_register_count(monkeypatch):
         launch.registers = 24 + 8 * cfg["rows"]   # as bound_launch sets it after the first launch
         return launch
 
-    monkeypatch.setattr(fw, "_measure", lambda run, samples=fw.TUNING_SAMPLES: 100.0 / run()[0]["rows"])
+    monkeypatch.setattr(tuner, "measure", lambda run, *timing: 100.0 / run()[0]["rows"])
     try:
-        tuned = fw.tune_rows(("stand-in", 4096), 4096, 4096, True, torch.float32, None, lambda rows: rows, bind,
-                             options=fw.ROW_OPTIONS)
+        tuned = _tune_rows(("stand-in", 4096), 4096, 4096, torch.float32, lambda rows: rows, bind,
+                           triton_rows.ROW_OPTIONS)
     finally:
-        fw._tuned.pop(("stand-in", 4096, "torch.float32"), None)
+        tuner._tuned.pop(("stand-in", 4096, "torch.float32"), None)
     assert all(c["regs"] == 24 + 8 * c["rows"] for c in tuned.table["candidates"])
     assert "regs" not in tuned.config and tuned.config["rows"] == 2
 
@@ -242,11 +269,11 @@ def test_a_looped_config_tries_early_operands_where_the_kernel_has_them(monkeypa
     """A looped best config gets the EARLY switch tried only from a kernel that declares
     "looped_early"; and a small batch may take it (same bits)."""
     def fake_time(cfg, rows):
-        if rows == fw.SMALL_ROWS:
+        if rows == tuner.SMALL_ROWS:
             return 4.0 if cfg["early"] else 6.0
         return (100.0 if cfg.get("loop_block") == 2048 else 120.0) * (1.05 if cfg["early"] else 1.0)
 
-    for options, tried in ((fw.ROW_OPTIONS, False), ((*fw.ROW_OPTIONS, "looped_early"), True)):
+    for options, tried in ((triton_rows.ROW_OPTIONS, False), ((*triton_rows.ROW_OPTIONS, "looped_early"), True)):
         tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, options)
         assert tuned.config["loop_block"] == 2048 and not tuned.config["early"]
         assert any(c["loop_block"] and c["early"] for c in tuned.table["candidates"]) == tried
@@ -258,14 +285,14 @@ def test_a_latency_bound_batch_takes_the_same_bits_config_fastest_on_16_rows(mon
     problem keeps late weights, a batch of one wave takes early ones. A config with other
     bits (another tile shape) is never taken for the small batch, however fast."""
     def fake_time(cfg, rows):
-        if rows == fw.SMALL_ROWS:
+        if rows == tuner.SMALL_ROWS:
             return 3.0 if (cfg["rows"], cfg["num_warps"]) == (1, 4) else 5.0 if cfg["early"] else 6.0
         return (100.0 if (cfg["rows"], cfg["num_warps"]) == (2, 8) else 120.0) * (1.05 if cfg["early"] else 1.0)
 
-    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, (*fw.ROW_OPTIONS, "reload"))
+    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, (*triton_rows.ROW_OPTIONS, "reload"))
     assert (tuned.config["rows"], tuned.config["num_warps"], tuned.config["early"]) == (2, 8, False)
     assert _small(tuned) is not None and _small(tuned)["early"]
-    assert all(_small(tuned)[k] == v for k, v in tuned.config.items() if k not in fw.BIT_NEUTRAL)
+    assert all(_small(tuned)[k] == v for k, v in tuned.config.items() if k not in NEUTRAL)
     # each batch takes the config of the problem nearest it in rows (log scale): 16, 2048, 32768
     assert tuned.batches == [[32768, None], [2048, None], [16, _small(tuned)]]
     assert all(tuned.for_rows(n) == {**_small(tuned), "tuned_for_rows": 16} for n in (1, 16, 150))
@@ -294,7 +321,7 @@ def test_a_row_launcher_works_out_its_grid_and_arguments_once(monkeypatch):
 
     k = Kernel()
     cfg = dict(rows=2, num_warps=8, persistent=False, hints="stream", prefetch=True, early=True, loop_block=0)
-    launch = fw.row_launcher(k, cfg, 37, None, "x", 37, BLOCK=1024, ON_CHIP=True, EVEN=False)
+    launch = triton_rows.row_launcher(k, cfg, 37, None, "x", 37, BLOCK=1024, ON_CHIP=True, EVEN=False)
     launch()
     launch()
     assert k.grids == [(19,)] and k.calls[0] == k.calls[1]
@@ -302,16 +329,16 @@ def test_a_row_launcher_works_out_its_grid_and_arguments_once(monkeypatch):
     assert args == ("x", 37, 19)
     assert kwargs == dict(ROWS=2, num_warps=8, LOAD="evict_first", STORE=".cs", PREFETCH=True, BLOCK=1024,
                           ON_CHIP=True, EVEN=False, SPAN=0, PERSISTENT=False)   # no EARLY: this kernel has none
-    looped = fw.row_launcher(k, {**cfg, "rows": 1, "persistent": True, "loop_block": 256}, 37, None, "x", 37,
+    looped = triton_rows.row_launcher(k, {**cfg, "rows": 1, "persistent": True, "loop_block": 256}, 37, None, "x", 37,
                              BLOCK=1024, ON_CHIP=True, EVEN=False)
     looped()
-    assert k.grids[-1] == (min(37, fw.INTERPRETED_PER_SM * fw.sm_count(None)),)
+    assert k.grids[-1] == (min(37, occupancy.INTERPRETED_PER_SM * triton_launch.sm_count(None)),)
     assert {key: k.calls[-1][1][key] for key in ("BLOCK", "ON_CHIP", "EVEN", "SPAN", "PERSISTENT")} == \
         dict(BLOCK=256, ON_CHIP=False, EVEN=False, SPAN=1024, PERSISTENT=True)
     # a predicated row fills its block yet takes the masked path
-    fw.row_launcher(k, cfg, 37, None, "x", 37, BLOCK=1024, ON_CHIP=True, EVEN=True)()
+    triton_rows.row_launcher(k, cfg, 37, None, "x", 37, BLOCK=1024, ON_CHIP=True, EVEN=True)()
     assert k.calls[-1][1]["EVEN"] is True
-    fw.row_launcher(k, {**cfg, "predicated": True}, 37, None, "x", 37, BLOCK=1024, ON_CHIP=True, EVEN=True)()
+    triton_rows.row_launcher(k, {**cfg, "predicated": True}, 37, None, "x", 37, BLOCK=1024, ON_CHIP=True, EVEN=True)()
     assert k.calls[-1][1]["EVEN"] is False
 
 
@@ -322,10 +349,10 @@ def test_a_persistent_grid_is_what_the_gpu_runs_at_once(monkeypatch):
     asked of the binary compiled for that very grid size (Triton specialises on it), and
     the grid only shrinks until its own binary fits it."""
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    monkeypatch.setattr(fw, "sm_count", lambda device: 132)
-    monkeypatch.setattr(fw, "threads_per_sm", lambda device: 2048)
+    monkeypatch.setattr(occupancy, "sm_count", lambda device: 132)
+    monkeypatch.setattr(occupancy, "threads_per_sm", lambda device: 2048)
     # a binary compiled for a grid divisible by 16 on more registers: 4 programs per SM, else 5
-    monkeypatch.setattr(fw, "programs_per_sm", lambda compiled: 4 if compiled % 16 == 0 else 5)
+    monkeypatch.setattr(occupancy, "programs_per_sm", lambda compiled: 4 if compiled % 16 == 0 else 5)
 
     class Kernel:
         def __init__(self):
@@ -339,17 +366,17 @@ def test_a_persistent_grid_is_what_the_gpu_runs_at_once(monkeypatch):
     k = Kernel()
     # 8 warps: the threads allow 8 per SM (1056 programs); that binary fits 4 (528, also
     # divisible by 16): 528 fits
-    assert fw.persistent_programs(k, 10 ** 6, None, ("x",), {"num_warps": 8}) == 528
+    assert occupancy.persistent_programs(k, 10 ** 6, None, ("x",), {"num_warps": 8}) == 528
     assert k.compiled_for == [1056, 528]
     k = Kernel()
-    assert fw.persistent_programs(k, 300, None, ("x",), {"num_warps": 8}) == 300   # 300: 5 per SM fit
+    assert occupancy.persistent_programs(k, 300, None, ("x",), {"num_warps": 8}) == 300   # 300: 5 per SM fit
     assert k.compiled_for == [300]
-    monkeypatch.setattr(fw, "programs_per_sm", lambda compiled: 3 if compiled % 16 else 4)
+    monkeypatch.setattr(occupancy, "programs_per_sm", lambda compiled: 3 if compiled % 16 else 4)
     k = Kernel()   # 1056 -> 528 (fits 4: 528) done; never grows past what the threads allow
-    assert fw.persistent_programs(k, 10 ** 6, None, ("x",), {"num_warps": 8}) == 528
-    monkeypatch.setattr(fw, "programs_per_sm", lambda compiled: 5 if compiled % 16 else 3)
+    assert occupancy.persistent_programs(k, 10 ** 6, None, ("x",), {"num_warps": 8}) == 528
+    monkeypatch.setattr(occupancy, "programs_per_sm", lambda compiled: 5 if compiled % 16 else 3)
     k = Kernel()   # 1056 fits 3 -> 396 (not divisible by 16) fits 5: 396
-    assert fw.persistent_programs(k, 10 ** 6, None, ("x",), {"num_warps": 8}) == 396
+    assert occupancy.persistent_programs(k, 10 ** 6, None, ("x",), {"num_warps": 8}) == 396
     assert k.compiled_for == [1056, 396]
 
 
@@ -388,7 +415,7 @@ def test_a_bound_launch_dispatches_once_then_calls_the_compiled_kernel(monkeypat
         pass
 
     k = _Jit(kernel)
-    launch = fw.bound_launch(k, (7,), "x", 100, 7, BLOCK=256, STORE=".cs", num_warps=4)
+    launch = triton_launch.bound_launch(k, (7,), "x", 100, 7, BLOCK=256, STORE=".cs", num_warps=4)
     for _ in range(3):
         launch()
     assert k.dispatched == [((7,), ("x", 100, 7), dict(BLOCK=256, STORE=".cs", num_warps=4))]
@@ -403,7 +430,7 @@ def test_under_the_interpreter_every_launch_dispatches(monkeypatch):
         pass
 
     k = _Jit(kernel)
-    launch = fw.bound_launch(k, (2,), "x", BLOCK=64)
+    launch = triton_launch.bound_launch(k, (2,), "x", BLOCK=64)
     launch()
     launch()
     assert len(k.dispatched) == 2 and not k.compiled.direct
@@ -414,11 +441,11 @@ def test_kernel_args_names_what_is_missing_or_too_many():
         pass
 
     k = _Jit(kernel)
-    assert fw.kernel_args(k, (1,), dict(b=2, C=5, num_warps=8)) == (1, 2, 5, 3)
+    assert triton_launch.kernel_args(k, (1,), dict(b=2, C=5, num_warps=8)) == (1, 2, 5, 3)
     with pytest.raises(TypeError, match="kernel: no value for C"):
-        fw.kernel_args(k, (1, 2), {})
+        triton_launch.kernel_args(k, (1, 2), {})
     with pytest.raises(TypeError, match="takes 4 arguments, got 5"):
-        fw.kernel_args(k, (1, 2, 3, 4, 5), {})
+        triton_launch.kernel_args(k, (1, 2, 3, 4, 5), {})
 
 
 class _KernelSource:
@@ -431,14 +458,14 @@ class _KernelSource:
 @pytest.fixture
 def tuning_cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
-    monkeypatch.setattr(fw, "_environment", lambda device: {"gpu": "stand-in H200", "triton": "3.6.0"})
+    monkeypatch.setattr(tuner, "environment", lambda device: {"gpu": "stand-in H200", "triton": "3.6.0"})
     return tmp_path
 
 
 def test_a_tuned_choice_is_kept_on_disk_for_the_next_process(monkeypatch, tuning_cache_dir):
     """The first process measures and keeps its choice; a second one (this process's own
     memory cleared) takes it without measuring; another kernel source, or
-    triton_tuning=fresh, measures again."""
+    tuning=fresh, measures again."""
     measured = []
 
     def fake_time(cfg, rows):
@@ -446,7 +473,7 @@ def test_a_tuned_choice_is_kept_on_disk_for_the_next_process(monkeypatch, tuning
         return 100.0 if (cfg["rows"], cfg["num_warps"]) == (2, 8) else 120.0
 
     def tune(kernel):
-        return _tune_with_stand_in_times(monkeypatch, 4096, fake_time, fw.ROW_OPTIONS, kernel=kernel)
+        return _tune_with_stand_in_times(monkeypatch, 4096, fake_time, triton_rows.ROW_OPTIONS, kernel=kernel)
 
     first = tune(_KernelSource("v1"))
     assert measured and first.table["source"] == "measured" and (first.config["rows"], first.config["num_warps"]) == (2, 8)
@@ -458,20 +485,20 @@ def test_a_tuned_choice_is_kept_on_disk_for_the_next_process(monkeypatch, tuning
     assert again.table["candidates"] == first.table["candidates"]
     tune(_KernelSource("v2"))   # the kernel's source changed: its old choice does not apply
     assert len(measured) == 2 * n
-    monkeypatch.setenv("HARNESS_TRITON_TUNING", "fresh")
+    monkeypatch.setenv("HARNESS_TUNING", "fresh")
     tune(_KernelSource("v1"))
     assert len(measured) == 3 * n
 
 
 def test_the_tuning_cache_survives_a_bad_file_and_rejects_a_bad_mode(monkeypatch, tuning_cache_dir):
-    from impls._frameworks import tuning_cache
+    from harness import tuning_cache
     (tuning_cache_dir / tuning_cache.FILE).write_text("{half a file")
     assert tuning_cache.load("anything") is None
     stored = tuning_cache.store("entry", {"config": {"rows": 1}})
     assert tuning_cache.load("entry") == stored and "measured_at" in stored
-    assert fw._remembered(("k",), "entry") is None   # an entry not in the tuner's form is a miss
-    monkeypatch.setenv("HARNESS_TRITON_TUNING", "sometimes")
-    with pytest.raises(ValueError, match="HARNESS_TRITON_TUNING='sometimes': use one of cached, fresh"):
+    assert tuner._remembered(("k",), "entry") is None   # an entry not in the tuner's form is a miss
+    monkeypatch.setenv("HARNESS_TUNING", "sometimes")
+    with pytest.raises(ValueError, match="HARNESS_TUNING='sometimes': use one of cached, fresh"):
         tuning_cache.load("entry")
 
 
@@ -479,15 +506,15 @@ def test_the_1d_tuner_keeps_its_choice_too(monkeypatch, tuning_cache_dir):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     times = {1024: 5.0, 2048: 4.0}
     calls = []
-    monkeypatch.setattr(fw, "_measure", lambda run, samples=fw.TUNING_SAMPLES: run())
+    monkeypatch.setattr(tuner, "measure", lambda run, *timing: run())
     candidates = [dict(BLOCK=b) for b in times]
 
     def bind(cfg):
         return lambda: calls.append(cfg) or times[cfg["BLOCK"]]
 
     for _ in range(2):
-        tuned = fw.tune(("stand-in-1d", 4096), candidates, bind, _KernelSource("k"), None)
-        fw._tuned.pop(("stand-in-1d", 4096))
+        tuned = tuner.tune(("stand-in-1d", 4096), candidates, bind, "stand-in", {"kernel": "k"}, None)
+        tuner._tuned.pop(("stand-in-1d", 4096))
         assert tuned.config == dict(BLOCK=2048)
     assert len(calls) == 2, "measured once, then taken from the cache"
 
@@ -498,13 +525,13 @@ def test_a_shape_is_chosen_for_what_a_small_batch_of_its_bits_can_do(monkeypatch
     switch the other is faster on both problems (r10: LayerNorm at 4096 columns)."""
     def fake_time(cfg, rows):
         shape = (cfg["rows"], cfg["num_warps"])
-        if rows == fw.SMALL_ROWS:
+        if rows == tuner.SMALL_ROWS:
             return {(1, 2): 5.3 if cfg["early"] else 6.0, (1, 8): 5.0 if cfg["early"] else 6.4}.get(shape, 7.0)
         return {(1, 2): 100.0, (1, 8): 100.5}.get(shape, 120.0) * (1.04 if cfg["early"] else 1.0)
 
-    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, (*fw.ROW_OPTIONS, "reload"))
+    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, (*triton_rows.ROW_OPTIONS, "reload"))
     assert (tuned.config["rows"], tuned.config["num_warps"]) == (1, 8) and not tuned.config["early"]
-    assert _small(tuned)["early"] and fw.same_bits(_small(tuned), tuned.config)
+    assert _small(tuned)["early"] and _same_bits(_small(tuned), tuned.config)
     # both eligible shapes were measured with the small-batch switch, the slow ones not
     early = {(c["rows"], c["num_warps"]) for c in tuned.table["candidates"] if c["early"]}
     assert early == {(1, 2), (1, 8)}
@@ -517,15 +544,15 @@ def test_each_small_batch_toggle_is_measured_on_its_own_and_the_fastest_serves(m
     options is never given it."""
     def fake_time(cfg, rows):
         shape = (cfg["rows"], cfg["num_warps"])
-        if rows == fw.SMALL_ROWS:
+        if rows == tuner.SMALL_ROWS:
             return {(1, 2): 6.0, (1, 8): 6.4}.get(shape, 7.0) - (0.5 if cfg["early"] else 0.0) \
                 - (0.9 if cfg.get("ordered") else 0.0)
         return {(1, 2): 100.0, (1, 8): 100.5}.get(shape, 120.0) * (1.04 if cfg["early"] or cfg.get("ordered") else 1.0)
 
-    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, (*fw.ROW_OPTIONS, "reload"))
+    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, (*triton_rows.ROW_OPTIONS, "reload"))
     assert (tuned.config["rows"], tuned.config["num_warps"]) == (1, 2)
     assert not (tuned.config["early"] or tuned.config["ordered"])
-    assert _small(tuned)["ordered"] and not _small(tuned)["early"] and fw.same_bits(_small(tuned), tuned.config)
+    assert _small(tuned)["ordered"] and not _small(tuned)["early"] and _same_bits(_small(tuned), tuned.config)
     candidates = tuned.table["candidates"]
     for switch in ("early", "ordered"):
         assert {(c["rows"], c["num_warps"]) for c in candidates if c[switch]} == {(1, 2), (1, 8)}
@@ -536,13 +563,13 @@ def test_each_small_batch_toggle_is_measured_on_its_own_and_the_fastest_serves(m
 
 def test_same_bits_is_measured_where_both_wrote_and_else_only_bit_neutral_switches_differ():
     cfg = dict(rows=1, num_warps=8, persistent=False, hints="plain", early=False, loop_block=0)
-    assert fw.same_bits(cfg, {**cfg, "early": True, "persistent": True, "hints": "stream", "us": 3.0})
-    assert not fw.same_bits(cfg, {**cfg, "num_warps": 16})
-    assert not fw.same_bits(cfg, {**cfg, "loop_block": 2048})
-    assert not fw.same_bits(cfg, {**cfg, "num_warps": 16, "bits": "a"})   # one side unmeasured
+    assert _same_bits(cfg, {**cfg, "early": True, "persistent": True, "hints": "stream", "us": 3.0})
+    assert not _same_bits(cfg, {**cfg, "num_warps": 16})
+    assert not _same_bits(cfg, {**cfg, "loop_block": 2048})
+    assert not _same_bits(cfg, {**cfg, "num_warps": 16, "bits": "a"})   # one side unmeasured
     two_rows = {**cfg, "rows": 2, "num_warps": 16}
-    assert fw.same_bits({**cfg, "bits": "a"}, {**two_rows, "bits": "a"})
-    assert not fw.same_bits({**cfg, "bits": "a"}, {**cfg, "persistent": True, "bits": "b"})
+    assert _same_bits({**cfg, "bits": "a"}, {**two_rows, "bits": "a"})
+    assert not _same_bits({**cfg, "bits": "a"}, {**cfg, "persistent": True, "bits": "b"})
 
 
 def test_another_tile_shape_that_writes_the_same_bits_may_serve_the_small_batch(monkeypatch):
@@ -551,11 +578,11 @@ def test_another_tile_shape_that_writes_the_same_bits_may_serve_the_small_batch(
     rows fastest: the small batch takes them. Shapes of other bits are not tried early."""
     def fake_time(cfg, rows):
         shape = (cfg["rows"], cfg["num_warps"])
-        if rows == fw.SMALL_ROWS:
+        if rows == tuner.SMALL_ROWS:
             return {(1, 4): 4.0, (2, 8): 5.0}.get(shape, 6.0) if cfg["early"] else 6.0
         return {(2, 8): 100.0, (1, 4): 104.0}.get(shape, 120.0) * (1.05 if cfg["early"] else 1.0)
 
-    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, (*fw.ROW_OPTIONS, "reload"),
+    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, (*triton_rows.ROW_OPTIONS, "reload"),
                                       bits=_warps_a_row)
     assert (tuned.config["rows"], tuned.config["num_warps"], tuned.config["early"]) == (2, 8, False)
     assert (_small(tuned)["rows"], _small(tuned)["num_warps"], _small(tuned)["early"]) == (1, 4, True)
@@ -569,11 +596,11 @@ def test_a_neutral_switch_that_changes_the_bits_is_reported_and_not_trusted(monk
     """If a persistent grid wrote other bits than one program per tile (a kernel bug), the
     table says so, and a small batch never takes it for the large config's bits."""
     def fake_time(cfg, rows):
-        if rows == fw.SMALL_ROWS:
+        if rows == tuner.SMALL_ROWS:
             return 3.0 if cfg["persistent"] else 6.0
         return 100.0 if (cfg["rows"], cfg["num_warps"]) == (1, 8) and not cfg["persistent"] else 120.0
 
-    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, fw.ROW_OPTIONS,
+    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, triton_rows.ROW_OPTIONS,
                                       bits=lambda cfg: f"{cfg['rows']}x{cfg['num_warps']} {cfg['persistent']}")
     assert (tuned.config["rows"], tuned.config["num_warps"], tuned.config["persistent"]) == (1, 8, False)
     assert _small(tuned) is None or not _small(tuned)["persistent"]
@@ -585,43 +612,45 @@ def test_the_digest_of_an_output_changes_with_any_element():
     import torch
     for dtype in (torch.float32, torch.bfloat16, torch.float16):
         out = torch.randn(37, 781).to(dtype)
-        same = fw._digest((None, out.clone()))
-        assert same == fw._digest((None, out)) and len(same) == 16
+        same = tuner.digest((None, out.clone()))
+        assert same == tuner.digest((None, out)) and len(same) == 16
         nudged = out.clone()
         nudged.view(-1).view(torch.int16 if dtype.itemsize == 2 else torch.int32)[1000] += 1   # one ulp
         swapped = out.clone()
         swapped[0, :2] = out[0, :2].flip(0)
-        assert fw._digest((out, nudged)) != same and fw._digest((out, swapped)) != same
-    assert fw._digest(16) is None and fw._digest(()) is None
+        assert tuner.digest((out, nudged)) != same and tuner.digest((out, swapped)) != same
+    assert tuner.digest(16) is None and tuner.digest(()) is None
 
 
 def test_the_small_batches_are_timed_with_more_samples(monkeypatch):
     seen = set()
 
     def fake_time(cfg, rows):
-        return 100.0 if rows > fw.SMALL_ROWS else 5.0
+        return 100.0 if rows > tuner.SMALL_ROWS else 5.0
 
-    def measure(run, samples=fw.TUNING_SAMPLES):
+    def measure(run, samples, seconds, unrunnable=()):
         cfg, rows = run()
         seen.add((rows, samples))
         return fake_time(cfg, rows)
 
-    _tune_with_stand_in_times(monkeypatch, 4096, fake_time, fw.ROW_OPTIONS, measure=measure)
-    assert seen == {(fw.SMALL_ROWS, fw.SMALL_TUNING_SAMPLES), (fw.MID_ROWS, fw.SMALL_TUNING_SAMPLES),
-                    ((256 << 20) // (4096 * 2), fw.TUNING_SAMPLES)}
+    _tune_with_stand_in_times(monkeypatch, 4096, fake_time, triton_rows.ROW_OPTIONS, measure=measure)
+    work = tuner.effort()
+    assert seen == {(tuner.SMALL_ROWS, work.small_samples), (tuner.MID_ROWS, work.small_samples),
+                    ((256 << 20) // (4096 * 2), work.large_samples)}
+    assert work.small_samples > work.large_samples
 
 
 def test_a_batch_of_a_few_waves_takes_the_config_of_its_bits_fastest_on_2048_rows(monkeypatch):
     """Early weights win 2048 rows but lose the large problem: a batch nearer 2048 rows
     than 16 or the large problem takes them, with the large config's bits."""
     def fake_time(cfg, rows):
-        if rows == fw.MID_ROWS:
+        if rows == tuner.MID_ROWS:
             return 8.0 if cfg["early"] and not cfg["persistent"] else 9.0
         return (100.0 if (cfg["rows"], cfg["num_warps"]) == (2, 8) else 120.0) * (1.05 if cfg["early"] else 1.0)
 
-    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, fw.ROW_OPTIONS, bits=_warps_a_row)
+    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, triton_rows.ROW_OPTIONS, bits=_warps_a_row)
     mid = tuned.for_rows(1823)
-    assert mid["tuned_for_rows"] == fw.MID_ROWS and mid["early"] and not tuned.config["early"]
+    assert mid["tuned_for_rows"] == tuner.MID_ROWS and mid["early"] and not tuned.config["early"]
     assert _warps_a_row(mid) == _warps_a_row(tuned.config) and tuned.for_rows(20000) == tuned.config
 
 
@@ -630,7 +659,7 @@ def test_the_greedy_path_is_not_led_by_a_small_batch_switch(monkeypatch):
     problem; the path then tried a persistent prefetching grid only with EARLY on, where
     it was slow, and never without it, where r9 had found it fastest."""
     def fake_time(cfg, rows):
-        if rows == fw.SMALL_ROWS:
+        if rows == tuner.SMALL_ROWS:
             return 5.0
         if (cfg["rows"], cfg["num_warps"], cfg.get("loop_block")) != (1, 8, 0):
             return 200.0
@@ -638,7 +667,7 @@ def test_the_greedy_path_is_not_led_by_a_small_batch_switch(monkeypatch):
             return 170.0 if cfg["persistent"] else 95.0
         return 90.0 if cfg["persistent"] and cfg["prefetch"] else 100.0
 
-    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, (*fw.ROW_OPTIONS, "reload"))
+    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, (*triton_rows.ROW_OPTIONS, "reload"))
     assert tuned.config["persistent"] and tuned.config["prefetch"] and not tuned.config["early"]
 
 
@@ -647,9 +676,9 @@ def test_only_a_row_shorter_than_its_block_is_compiled_for_its_length():
     that fold); a row filling its block, or walked in column tiles (40000 in 4096s, 8192
     in 2048s), keeps the kernel compiled for any length, the one its configs were tuned
     and measured with."""
-    assert fw.static_cols(781, 1024) == 781 and fw.static_cols(7, 8) == 7
-    assert fw.static_cols(4096, 4096) == 0 and fw.static_cols(8192, 2048) == 0 and fw.static_cols(1, 1) == 0
-    assert fw.static_cols(40000, 4096) == 0
+    assert triton_rows.static_cols(781, 1024) == 781 and triton_rows.static_cols(7, 8) == 7
+    assert triton_rows.static_cols(4096, 4096) == 0 and triton_rows.static_cols(8192, 2048) == 0 and triton_rows.static_cols(1, 1) == 0
+    assert triton_rows.static_cols(40000, 4096) == 0
 
 
 def _tuned_then_a_batch(monkeypatch, batch_rows, batch_time, timed, other_bits):
@@ -661,16 +690,16 @@ def _tuned_then_a_batch(monkeypatch, batch_rows, batch_time, timed, other_bits):
         shape = (cfg["rows"], cfg["num_warps"])
         if rows == batch_rows:
             return batch_time(cfg, shape)
-        if rows == fw.MID_ROWS:
+        if rows == tuner.MID_ROWS:
             return 8.8 if shape == (2, 8) else 9.1
         return 100.0 if shape == (2, 8) else 104.0 if shape == (1, 4) else 120.0
 
-    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, fw.ROW_OPTIONS,
+    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, triton_rows.ROW_OPTIONS,
                                       measure=_recording(fake_time, timed), bits=_warps_a_row)
     assert (tuned.config["rows"], tuned.config["num_warps"]) == (2, 8)
     scratch, bind = _writing(lambda cfg: other_bits if cfg["persistent"] else _warps_a_row(cfg))
-    monkeypatch.setattr(fw, "_digest", lambda args: args[-1][0])
-    monkeypatch.setattr(fw, "_batch_choices", {})
+    monkeypatch.setattr(tuner, "digest", lambda args: args[-1][0])
+    monkeypatch.setattr(tuner, "_batch_choices", {})
     timed.clear()
     return tuned, scratch, bind
 
@@ -688,22 +717,22 @@ def test_a_batch_between_the_problems_takes_its_own_fastest_config_of_the_chosen
 
     timed = []
     tuned, scratch, bind = _tuned_then_a_batch(monkeypatch, 1823, batch_time, timed, "other bits here")
-    cfg, table = fw.for_batch(tuned, ("stand-in", 4096), _Fp16, 1823, scratch, bind)
+    cfg, table = _for_batch(tuned, ("stand-in", 4096), _Fp16, 1823, scratch, bind)
     assert (cfg["rows"], cfg["num_warps"], cfg["tuned_for_rows"]) == (1, 4, 1823)
     assert _warps_a_row(cfg) == _warps_a_row(tuned.config) and set(timed) == {1823}
     batch = table["batch"]
     assert batch["rows"] == 1823 and table["candidates"] == tuned.table["candidates"]
     assert all(m["regs"] == 32 * m["rows"] for m in batch["candidates"]) and "regs" not in cfg
-    assert fw.config_of(batch["candidates"][0]) == tuned.config   # the chosen config, timed first
+    assert tuner.config_of(batch["candidates"][0]) == tuned.config   # the chosen config, timed first
     assert {(c["rows"], c["num_warps"]) for c in batch["candidates"]} == {(2, 8), (1, 4)}
     assert any(c["persistent"] and c["bits"] == "other bits here" for c in batch["candidates"])
     # measured once per process
     timed.clear()
-    assert fw.for_batch(tuned, ("stand-in", 4096), _Fp16, 1823, scratch, bind)[0] == cfg and not timed
+    assert _for_batch(tuned, ("stand-in", 4096), _Fp16, 1823, scratch, bind)[0] == cfg and not timed
     # a tuning problem's batch, and one from half the large problem's rows to its size: unmeasured
     large = tuned.batches[0][0]
-    for rows in (fw.SMALL_ROWS, fw.MID_ROWS, large // 2, large - 1, large):
-        assert fw.for_batch(tuned, ("stand-in", 4096), _Fp16, rows, scratch, bind) == \
+    for rows in (tuner.SMALL_ROWS, tuner.MID_ROWS, large // 2, large - 1, large):
+        assert _for_batch(tuned, ("stand-in", 4096), _Fp16, rows, scratch, bind) == \
             (tuned.for_rows(rows), tuned.table)
     assert not timed
 
@@ -713,7 +742,7 @@ def test_a_batch_larger_than_the_large_problem_is_measured_itself(monkeypatch):
     configs of the chosen bits 0.1% apart, and 32768 rows, taking its choice, ran 256.10 us
     where r95's had run 250.88. A batch beyond the large problem times the chosen bits'
     configs on its own size and takes the fastest of them there, never one of other bits."""
-    twice = 2 * (fw.SCRATCH_BYTES // (4096 * _Fp16.itemsize))
+    twice = 2 * (tuner.SCRATCH_BYTES // (4096 * _Fp16.itemsize))
 
     def batch_time(cfg, shape):   # 1x4 (the same bits as the chosen 2x8) fastest; 1x8 (other bits) faster still
         return 180.0 if shape == (1, 8) else 190.0 if shape == (1, 4) else 200.0
@@ -721,7 +750,7 @@ def test_a_batch_larger_than_the_large_problem_is_measured_itself(monkeypatch):
     timed = []
     tuned, scratch, bind = _tuned_then_a_batch(monkeypatch, twice, batch_time, timed, "other bits")
     assert tuned.batches[0][0] == twice // 2
-    cfg, table = fw.for_batch(tuned, ("stand-in", 4096), _Fp16, twice, scratch, bind)
+    cfg, table = _for_batch(tuned, ("stand-in", 4096), _Fp16, twice, scratch, bind)
     assert (cfg["rows"], cfg["num_warps"], cfg["tuned_for_rows"]) == (1, 4, twice)
     assert set(timed) == {twice} and table["batch"]["rows"] == twice
     assert _warps_a_row(cfg) == _warps_a_row(tuned.config)
@@ -737,14 +766,14 @@ def test_a_batch_tries_the_other_cache_hints_and_grid_on_its_fastest_config(monk
     # a persistent grid writes other bits on this batch: faster, yet refused
     tuned, scratch, bind = _tuned_then_a_batch(monkeypatch, 4096, batch_time, [], "other bits")
     assert not any(c["hints"] == "stream" and (c["rows"], c["num_warps"]) == (1, 4) for c in tuned.table["candidates"])
-    cfg, table = fw.for_batch(tuned, ("stand-in", 4096), _Fp16, 4096, scratch, bind)
+    cfg, table = _for_batch(tuned, ("stand-in", 4096), _Fp16, 4096, scratch, bind)
     assert (cfg["rows"], cfg["num_warps"], cfg["hints"], cfg["persistent"]) == (1, 4, "stream", False)
     tried = [(c["rows"], c["num_warps"], c["hints"], c["persistent"]) for c in table["batch"]["candidates"]]
-    configs = [tuple(sorted(fw.config_of(c).items())) for c in table["batch"]["candidates"]]
+    configs = [tuple(sorted(tuner.config_of(c).items())) for c in table["batch"]["candidates"]]
     assert (1, 4, "stream", True) in tried and len(configs) == len(set(configs))   # each timed once
     # a persistent prefetching config's other grids: one program per tile, prefetching
     # nothing, and persistent without prefetching; a kernel without PREFETCH never gets it
-    grids = fw.BATCH_TOGGLES[1]
+    grids = triton_rows.other_grids
     assert grids({"persistent": True, "prefetch": True}) == [{"persistent": False, "prefetch": False},
                                                              {"prefetch": False}]
     assert grids({"persistent": False, "prefetch": False}) == [{"persistent": True},
@@ -755,7 +784,7 @@ def test_a_batch_tries_the_other_cache_hints_and_grid_on_its_fastest_config(monk
 
 def test_a_batchs_own_config_is_kept_on_disk_beside_the_tuned_choice(monkeypatch, tuning_cache_dir):
     """A later process takes a batch's config from the tuning cache unmeasured, with the
-    measurement's table and date (a nightly series keeps its configs); triton_tuning=fresh
+    measurement's table and date (a nightly series keeps its configs); tuning=fresh
     measures it again."""
     def fake_time(cfg, rows):
         shape = (cfg["rows"], cfg["num_warps"])
@@ -767,10 +796,10 @@ def test_a_batchs_own_config_is_kept_on_disk_beside_the_tuned_choice(monkeypatch
     scratch, bind = _writing(_warps_a_row)
 
     def batch_config():
-        monkeypatch.setattr(fw, "_batch_choices", {})   # a new process
-        tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, fw.ROW_OPTIONS, kernel=_KernelSource("v1"),
+        monkeypatch.setattr(tuner, "_batch_choices", {})   # a new process
+        tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, triton_rows.ROW_OPTIONS, kernel=_KernelSource("v1"),
                                           measure=_recording(fake_time, timed), bits=_warps_a_row)
-        return fw.for_batch(tuned, ("stand-in", 4096), _Fp16, 1823, scratch, bind)
+        return _for_batch(tuned, ("stand-in", 4096), _Fp16, 1823, scratch, bind)
 
     first, table = batch_config()
     assert (first["rows"], first["num_warps"]) == (1, 4) and table["batch"]["source"] == "measured"
@@ -780,7 +809,7 @@ def test_a_batchs_own_config_is_kept_on_disk_beside_the_tuned_choice(monkeypatch
     assert again == first and timed.count(1823) == n, "a kept batch config must not be measured again"
     assert table2["batch"]["source"] == "cache" and table2["batch"]["measured_at"] == table["batch"]["measured_at"]
     assert table2["batch"]["candidates"] == table["batch"]["candidates"]
-    monkeypatch.setenv("HARNESS_TRITON_TUNING", "fresh")
+    monkeypatch.setenv("HARNESS_TUNING", "fresh")
     assert batch_config()[0] == first and timed.count(1823) == 2 * n
 
 
@@ -789,10 +818,10 @@ def test_an_on_chip_row_folds_only_where_each_thread_holds_both_halves():
     repeat (16-byte runs x 32 lanes x warps) divides ROW_FOLD, so that the fold is register
     adds (fp32 4096 on 8 or 16 warps); not bf16 on 16 warps (its fold crossed warps through
     shared memory: tests/test_triton_sm90.py), nor a row that fits one looped tile."""
-    assert fw.ROW_FOLD == 2048
-    assert fw.fold_width(4096, 8, 4) == fw.fold_width(4096, 16, 4) == fw.fold_width(32768, 4, 4) == 2048
-    assert fw.fold_width(4096, 8, 2) == 2048 and fw.fold_width(4096, 16, 2) == 0
-    assert fw.fold_width(4096, 32, 4) == 0 and fw.fold_width(2048, 4, 4) == 0 and fw.fold_width(1024, 1, 4) == 0
+    assert triton_rows.ROW_FOLD == 2048
+    assert triton_rows.fold_width(4096, 8, 4) == triton_rows.fold_width(4096, 16, 4) == triton_rows.fold_width(32768, 4, 4) == 2048
+    assert triton_rows.fold_width(4096, 8, 2) == 2048 and triton_rows.fold_width(4096, 16, 2) == 0
+    assert triton_rows.fold_width(4096, 32, 4) == 0 and triton_rows.fold_width(2048, 4, 4) == 0 and triton_rows.fold_width(1024, 1, 4) == 0
 
 
 @pytest.mark.parametrize("cols", [4096, 3001])
@@ -812,17 +841,17 @@ def test_an_on_chip_two_pass_row_sums_as_the_2048_column_loop_does(cpu_runner, m
                 reload=False, maxnreg=0)
 
     def run(loop_block):
-        fw._tuned[key] = fw.Tuned({**base, "loop_block": loop_block})
+        tuner._tuned[key] = tuner.Tuned({**base, "loop_block": loop_block})
         try:
             out = torch.empty_like(x)
             ln.bind_two_pass(x, g, b, 1e-5, out)()
             return out.view(torch.int32)
         finally:
-            fw._tuned.pop(key)
+            tuner._tuned.pop(key)
 
     looped, folded = run(2048), run(0)
     assert torch.equal(folded, looped)
-    monkeypatch.setattr(fw, "fold_width", lambda *a: 0)
+    monkeypatch.setattr(triton_rows, "fold_width", lambda *a: 0)
     assert not torch.equal(run(0), looped)
 
 
@@ -833,13 +862,13 @@ def test_a_family_just_outside_the_slack_still_gets_its_toggles_measured(monkeyp
     within TOGGLE_SLACK, so the tuner finds it; one further out is not toggled."""
     def fake_time(cfg, rows):
         shape = (cfg["rows"], cfg["num_warps"])
-        if rows == fw.SMALL_ROWS:
+        if rows == tuner.SMALL_ROWS:
             return 4.8 if shape == (1, 8) and cfg["early"] else 5.5
         base = {(1, 16): 100.0, (1, 8): 101.5, (1, 4): 104.0}.get(shape, 120.0)
         return base * (0.975 if shape == (1, 8) and cfg["early"] else 1.04 if cfg["early"] else 1.0)
 
-    assert fw.SMALL_SLACK < 0.015 < fw.TOGGLE_SLACK < 0.04
-    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, (*fw.ROW_OPTIONS, "reload"),
+    assert tuner.SMALL_SLACK < 0.015 < tuner.TOGGLE_SLACK < 0.04
+    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, (*triton_rows.ROW_OPTIONS, "reload"),
                                       bits=_warps_a_row)
     assert (tuned.config["rows"], tuned.config["num_warps"], tuned.config["early"]) == (1, 8, True)
     early = {(c["rows"], c["num_warps"]) for c in tuned.table["candidates"] if c["early"] and not c["persistent"]}
@@ -851,22 +880,86 @@ def test_predicated_is_tried_with_early_on_rows_that_fill_their_block(monkeypatc
     toggled, never alone, never on a looped config (masked anyway), and not at all where
     the row is shorter than its block; a batch may take it (bit-neutral)."""
     def fake_time(cfg, rows):
-        if rows == fw.SMALL_ROWS:
+        if rows == tuner.SMALL_ROWS:
             return 4.0 if cfg.get("predicated") else 5.0
         return (100.0 if (cfg["rows"], cfg["num_warps"]) == (1, 8) else 110.0) * (1.05 if cfg["early"] else 1.0)
 
-    options = (*fw.ROW_OPTIONS, "reload", "looped_early", "predicated")
+    options = (*triton_rows.ROW_OPTIONS, "reload", "looped_early", "predicated")
     tuned = _tune_with_stand_in_times(monkeypatch, 8192, fake_time, options)
     predicated = [c for c in tuned.table["candidates"] if c.get("predicated")]
     assert predicated and all(c["early"] and not c["loop_block"] for c in predicated)
     assert (tuned.config["num_warps"], tuned.config.get("predicated", False)) == (8, False)
-    assert _small(tuned)["predicated"] and fw.same_bits(_small(tuned), tuned.config)
-    without = _tune_with_stand_in_times(monkeypatch, 8192, fake_time, (*fw.ROW_OPTIONS, "reload"))
+    assert _small(tuned)["predicated"] and _same_bits(_small(tuned), tuned.config)
+    without = _tune_with_stand_in_times(monkeypatch, 8192, fake_time, (*triton_rows.ROW_OPTIONS, "reload"))
     assert not any(c.get("predicated") for c in without.table["candidates"])
-    monkeypatch.setattr(fw, "_measure", lambda run, samples=fw.TUNING_SAMPLES: fake_time(*run()))
+    monkeypatch.setattr(tuner, "measure", lambda run, *timing: fake_time(*run()))
     try:   # 6000 columns in a block of 8192: masked already
-        shorter = fw.tune_rows(("stand-in", 6000), 6000, 8192, True, _Fp16, None, lambda rows: rows,
-                               lambda cfg, args, rows: lambda: (cfg, rows), options=options)
+        shorter = _tune_rows(("stand-in", 6000), 6000, 8192, _Fp16, lambda rows: rows,
+                             lambda cfg, args, rows: lambda: (cfg, rows), options)
     finally:
-        fw._tuned.pop(("stand-in", 6000, str(_Fp16)), None)
+        tuner._tuned.pop(("stand-in", 6000, str(_Fp16)), None)
     assert not any(c.get("predicated") for c in shorter.table["candidates"])
+
+
+def test_the_fast_search_times_the_small_batches_only_for_bits_that_may_be_chosen(monkeypatch):
+    """fast: a shape whose bits match none of the configs within TOGGLE_SLACK of the fastest
+    on the large problem is never timed on the small batches (nor toggled); exhaustive times every
+    shape on every problem. Both choose the same config here."""
+    def fake_time(cfg, rows):
+        shape = (cfg["rows"], cfg["num_warps"])
+        if rows <= tuner.MID_ROWS:
+            return 5.0
+        return {(1, 8): 100.0, (1, 4): 102.0}.get(shape, 130.0)
+
+    chosen = {}
+    for search in ("fast", "exhaustive"):
+        monkeypatch.setenv("HARNESS_TUNING_SEARCH", search)
+        timed = []
+        tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, triton_rows.ROW_OPTIONS,
+                                          measure=_recording(fake_time, timed), bits=_warps_a_row)
+        chosen[search] = tuned.config
+        near_bits = {_warps_a_row(c) for c in tuned.table["candidates"] if c["us"] <= 100.0 * (1 + tuner.TOGGLE_SLACK)}
+        far = [c for c in tuned.table["candidates"] if _warps_a_row(c) not in near_bits]
+        assert far and tuned.table["search"] == search
+        if search == "fast":
+            assert all(c["mid_us"] is None and c["small_us"] is None for c in far)
+        else:
+            assert all(c["mid_us"] is not None and c["small_us"] is not None for c in far)
+    assert chosen["fast"] == chosen["exhaustive"]
+    monkeypatch.setenv("HARNESS_TUNING_SEARCH", "thorough")
+    with pytest.raises(ValueError, match="HARNESS_TUNING_SEARCH='thorough': use one of fast, exhaustive"):
+        tuner.effort()
+
+
+def test_the_tuning_table_says_how_long_it_took(monkeypatch):
+    tuned = _tune_with_stand_in_times(monkeypatch, 4096, lambda cfg, rows: 100.0 / cfg["num_warps"],
+                                      triton_rows.ROW_OPTIONS)
+    assert 0 <= tuned.table["seconds"] < 60
+
+
+def test_a_row_space_builds_every_config_before_it_is_timed(monkeypatch):
+    """The tuner's build step asks bind for each config with row_launcher noting the
+    kernel's call (its grid as a persistent launch would first try) instead of launching;
+    the calls go to build_all, one list per kernel, in threads on a GPU."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(occupancy, "sm_count", lambda device: 132)
+    monkeypatch.setattr(occupancy, "threads_per_sm", lambda device: 2048)
+    built = []
+    monkeypatch.setattr(triton_rows, "build_all", lambda kernel, calls: built.append((kernel, list(calls))))
+
+    class Kernel:
+        arg_names = ["x", "rows", "programs", "ROWS", "BLOCK", "ON_CHIP", "EVEN", "PERSISTENT", "LOAD", "STORE"]
+
+    k = Kernel()
+
+    def bind(cfg, args, n_rows):
+        return triton_rows.row_launcher(k, cfg, n_rows, None, args, n_rows, BLOCK=1024, ON_CHIP=True, EVEN=True)
+
+    configs = [dict(rows=1, num_warps=4, persistent=False, hints="plain"),
+               dict(rows=2, num_warps=8, persistent=True, hints="stream")]
+    triton_rows.precompile(bind)(configs, "x", 1000)
+    assert len(built) == 1 and built[0][0] is k
+    (args1, kw1, grid1), (args2, kw2, grid2) = built[0][1]
+    assert grid1 == (1000,) and args1 == ("x", 1000, 1000) and kw1["num_warps"] == 4
+    assert grid2 == (500,) and kw2["PERSISTENT"] is True and kw2["STORE"] == ".cs"   # 500 tiles < 8 per SM x 132
+    assert triton_rows._noting.get() is None   # launches launch again afterwards

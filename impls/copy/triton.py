@@ -5,7 +5,7 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks.triton import launch_1d
+from impls._frameworks.triton.elementwise import launch_1d
 
 
 @triton.jit

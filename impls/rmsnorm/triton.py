@@ -17,9 +17,10 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks._triton_rows import (first_tile, load_columns_raw, load_tile, span_offsets,
+from impls._frameworks.triton.device import (first_tile, load_columns_raw, load_tile, span_offsets,
                                             store_tile, sum_of_squares, tile_input, tile_offsets)
-from impls._frameworks.triton import ROW_OPTIONS, configured, row_block, row_choice, row_config, row_launcher
+from impls._frameworks.triton.launch import configured
+from impls._frameworks.triton.rows import ROW_OPTIONS, row_block, row_choice, row_config, row_launcher
 
 
 @triton.jit

@@ -15,9 +15,11 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks._triton_rows import (load_columns, load_tile, span_offsets, store_tile,
+from impls._frameworks.triton.device import (load_columns, load_tile, span_offsets, store_tile,
                                             sum_of_squares, tile_offsets)
-from impls._frameworks.triton import configured, launch_1d, row_block, row_choice, row_config, row_launcher
+from impls._frameworks.triton.elementwise import launch_1d
+from impls._frameworks.triton.launch import configured
+from impls._frameworks.triton.rows import row_block, row_choice, row_config, row_launcher
 from impls.rmsnorm.triton import rmsnorm_launcher
 
 # e^-24: for n < 0, silu takes the exp of n + 24 and scales back at the end (see _silu)

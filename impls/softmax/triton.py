@@ -20,8 +20,9 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks._triton_rows import load_row, store_row
-from impls._frameworks.triton import configured, row_block, row_choice, row_launcher, row_tile
+from impls._frameworks.triton.device import load_row, store_row
+from impls._frameworks.triton.launch import configured
+from impls._frameworks.triton.rows import row_block, row_choice, row_launcher, row_tile
 
 _NEG_INF = tl.constexpr(float("-inf"))
 

@@ -23,7 +23,8 @@ import triton
 import triton.language as tl
 
 from harness.registry import impl
-from impls._frameworks.triton import FULL_OCCUPANCY_REGS, bound_launch, configured, interpreting, next_pow2, sm_count
+from impls._frameworks.triton.launch import bound_launch, configured, interpreting, next_pow2, sm_count
+from impls._frameworks.triton.occupancy import FULL_OCCUPANCY_REGS
 
 # The grid: PROGRAMS_PER_SM programs of WARPS warps (BLOCK elements a tile) on every SM, 2048 threads, all an SM
 # runs at once, and only if each thread takes at most 32 registers (MAXNREG, ptxas's cap).

@@ -1,18 +1,16 @@
-"""The Triton tuner's choices, kept on disk between processes (HARNESS_CACHE, next to the
-roof cache; the `cache` volume in the container).
+"""The tuner's choices, kept on disk between processes (HARNESS_CACHE, beside the roof
+cache; the `cache` volume in the container).
 
 Why: a tuner's measurements carry noise, so two processes can pick different configs
-among near-equal candidates (r6/r7 on the H200: the same softmax config measured 198 and
-225 us), and a config decides a row op's reduction tree and so its bits. With the choice
-kept, a machine gives the same bits run after run, a nightly series changes only when
-the code or the machine does, a worker restarted after a crash continues with the same
-configs, and a run skips minutes of tuning.
+among near-equal candidates, and a row kernel's config decides its reduction tree and so
+its bits. With the choice kept, a machine gives the same bits run after run, a nightly
+series changes only when the code or the machine does, a worker restarted after a crash
+continues with the same configs, and a second run skips the tuning.
 
-An entry is valid for exactly what it was measured on: its key hashes the tuning key (op,
-variant, row length, dtype), the kernel's source with every function it calls (Triton's
-own cache key), the tuner's source (its candidates), the GPU, and the Triton, torch and
-CUDA versions. ``triton_tuning=fresh`` (HARNESS_TRITON_TUNING) measures again and replaces
-the entries it reaches."""
+An entry is valid for exactly what it was measured on: its key hashes the tuning key
+(op, variant, row length, dtype), the kernel's source, the config space, the search and
+its rules (harness/tuner.py), the GPU, and the software stack. ``tuning=fresh``
+(HARNESS_TUNING) measures again and replaces the entries it reaches."""
 import hashlib
 import json
 import os
@@ -20,13 +18,13 @@ import time
 from pathlib import Path
 
 MODES = ("cached", "fresh")
-FILE = "triton-tuning.json"
+FILE = "tuning.json"
 
 
 def mode() -> str:
-    value = os.environ.get("HARNESS_TRITON_TUNING", MODES[0])
+    value = os.environ.get("HARNESS_TUNING", MODES[0])
     if value not in MODES:
-        raise ValueError(f"HARNESS_TRITON_TUNING={value!r}: use one of {', '.join(MODES)}")
+        raise ValueError(f"HARNESS_TUNING={value!r}: use one of {', '.join(MODES)}")
     return value
 
 

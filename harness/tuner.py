@@ -1,0 +1,543 @@
+"""Choosing a kernel's launch configuration by measuring it, for any framework.
+
+A *candidate* is a config: a dict of the framework's knobs (block, warps, rows per tile,
+switches). The framework gives a ``bind`` that returns a launcher (no arguments) built for
+one config; the tuner times launchers with the harness's own CUDA timer (cold L2, CUDA
+events, harness.timing), outside any timed region, so that the config chosen is the one
+the sweep then times fastest. Choices are kept on disk (harness.tuning_cache), keyed by the
+kernel's source and the config space (the framework's ``fingerprint``), the search, the
+GPU and the software stack.
+
+Two searches:
+- ``tune``: configs that change no result bits (an elementwise kernel's tile): the
+  fastest on the real inputs.
+- ``tune_rows``: a row kernel (softmax, the norms), whose config decides each row's
+  reduction tree and so its bits. Batch invariance is kept here, once for every
+  framework: the bits are chosen once per row length and dtype (the key), on scratch
+  problems of fixed sizes, whatever the batch at hand; a batch may then take any config
+  that wrote the same bits on the tuning problem (compared by digest), never another.
+
+``search`` decides how hard it looks (HARNESS_TUNING_SEARCH): ``fast`` (the default)
+times the large problem with fewer samples and the two small batches only for the
+configs whose bits could be chosen; ``exhaustive`` times every candidate on every
+problem with the larger budgets.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from harness import progress, tuning_cache
+
+SEARCHES = ("fast", "exhaustive")
+
+
+def search() -> str:
+    value = os.environ.get("HARNESS_TUNING_SEARCH", SEARCHES[0])
+    if value not in SEARCHES:
+        raise ValueError(f"HARNESS_TUNING_SEARCH={value!r}: use one of {', '.join(SEARCHES)}")
+    return value
+
+
+@dataclass(frozen=True)
+class Effort:
+    """Samples per candidate on the ~256 MiB problem (bandwidth-bound: its spread is ~1%,
+    so the median of 50 is good to a few tenths of a percent) and on the two small
+    batches (latency-bound: ~5 us whose spread is ~1 us, which takes hundreds of samples
+    to rank configs 0.05 us apart); ``every_problem``: time the small batches for every
+    candidate, not only for those whose bits may be chosen; ``min_spin_us``: the timer's
+    least lead per sample (it doubles the lead after any late sample)."""
+    large_samples: int
+    small_samples: int
+    large_seconds: float
+    small_seconds: float
+    every_problem: bool
+    min_spin_us: float
+
+
+EFFORTS = {"fast": Effort(50, 300, 0.05, 0.15, False, 30.0),
+           "exhaustive": Effort(200, 1000, 0.1, 0.5, True, 100.0)}
+
+
+def effort() -> Effort:
+    return EFFORTS[search()]
+
+
+@dataclass
+class Tuned:
+    """A tuner's choice and the table it chose from: every candidate tried, with its
+    times on each tuning problem (empty where nothing was measured). ``batches``: [rows,
+    config] per tuning problem of a row kernel, the config fastest there among those
+    giving ``config``'s bits (None: ``config`` itself)."""
+    config: dict
+    table: dict = field(default_factory=dict)
+    batches: list = field(default_factory=list)
+
+    def for_rows(self, rows: int) -> dict:
+        """The config for a batch of ``rows``: the one tuned on the problem nearest to it
+        in rows, on a log scale (16 rows: latency-bound; 2048: a few waves; ~256 MiB:
+        bandwidth-bound). All give the same bits, so any batch may take any of them."""
+        if not self.batches:
+            return self.config
+        n, config = min(self.batches, key=lambda b: abs(math.log(max(rows, 1) / b[0])))
+        return {**config, "tuned_for_rows": n} if config else self.config
+
+
+# What the tuner adds to a config when it measures it: its times on the three problems
+# (TIMES: ~256 MiB, MID_ROWS, SMALL_ROWS), a digest of the bits it wrote on the large one
+# (None where there is no output), its register count and its grid (observed).
+TIMES = ("us", "mid_us", "small_us")
+MEASURED = (*TIMES, "bits", "regs", "programs")
+SCRATCH_BYTES = 256 << 20   # the large problem: large enough to stream from memory
+MID_ROWS = 2048             # a few waves, still latency-bound
+SMALL_ROWS = 16             # a batch too small to fill the GPU
+SMALL_SLACK = 0.01          # how much large-problem time buys a faster small problem
+TOGGLE_SLACK = 0.03         # how close to the fastest on the large problem a config's bits must
+                            # run for the small batches (and their toggles) to be timed on them:
+                            # a toggle moves a config by more than SMALL_SLACK
+SMALL_TIE = 0.01            # small-problem times this close are equal: about the median's
+                            # uncertainty there and 1.5 ticks of the 32 ns event clock
+# A batch of at least this share of the large problem's rows, and no larger, streams from
+# memory much as the large problem does and takes its config; any other batch is timed on
+# a scratch batch of its own size (for_batch): near a wave's edge the tuning problems
+# mislead (1823 rows in programs of 2 rows fill one wave of the H200, of 4 do not).
+BATCH_MEASURED_BELOW = 0.5
+
+
+def config_of(candidate: dict) -> dict:
+    """A measured candidate without its measurements: the config to launch."""
+    return {k: v for k, v in candidate.items() if k not in MEASURED}
+
+
+_timers: dict = {}
+
+
+def measure(run, samples: int, seconds: float, unrunnable: tuple = ()) -> float | None:
+    """Median microseconds of ``run()`` by the harness's CUDA timer, cold L2, on a short
+    budget; None for a config that does not compile or fit (``unrunnable``: the
+    framework's errors for that)."""
+    import torch
+
+    from harness.timing import CudaTimer, TimingBudget
+    device = torch.device("cuda", torch.cuda.current_device())
+    timer = _timers.get(device) or _timers.setdefault(device, CudaTimer(device))
+    timer.MIN_SPIN_US = effort().min_spin_us
+    budget = TimingBudget(warmup_ms=2, min_samples=10, max_samples=samples, max_seconds=seconds, graph_below_bytes=0)
+    try:
+        return timer.time(run, budget, 1 << 30).median_us
+    except unrunnable:
+        return None
+
+
+def digest(args) -> str | None:
+    """A digest of the bits a launch wrote into its output (the last of ``args``), hashed
+    on its device, each element weighted by an odd number from its position: a change to
+    any one element changes the digest. None without a tensor output (stand-ins)."""
+    import torch
+    out = args[-1] if isinstance(args, tuple) and args else None
+    if not isinstance(out, torch.Tensor):
+        return None
+    words = out.detach().reshape(-1).view({1: torch.int8, 2: torch.int16, 4: torch.int32,
+                                           8: torch.int64}[out.element_size()])
+    total = torch.zeros((), dtype=torch.int64, device=out.device)
+    chunk = 1 << 24   # a bounded temporary: 128 MiB of int64 at a time
+    for start in range(0, words.numel(), chunk):
+        w = words[start:start + chunk].to(torch.int64)
+        pos = torch.arange(start, start + w.numel(), dtype=torch.int64, device=out.device)
+        total += ((w + 1) * (pos * 0x9E3779B1 | 1)).sum()   # wraps modulo 2^64: still exact
+    return f"{int(total) & 0xFFFFFFFFFFFFFFFF:016x}"
+
+
+def observed(launch, args, ran: bool) -> dict:
+    """What a measured candidate holds beside its times: the digest of what its launch
+    wrote into ``args``'s output (None where it did not run), its register count and its
+    grid where the launcher says (``registers``, ``programs`` attributes)."""
+    return {"bits": digest(args) if ran else None, "regs": getattr(launch, "registers", None),
+            "programs": getattr(launch, "programs", None)}
+
+
+def neutral_only(a: dict, b: dict, neutral: tuple[str, ...]) -> bool:
+    """Whether two configs differ only in ``neutral`` switches (so must give identical bits)."""
+    keys = (set(a) | set(b)) - set(neutral) - set(MEASURED)
+    return all(a.get(k) == b.get(k) for k in keys)
+
+
+def same_bits(a: dict, b: dict, neutral: tuple[str, ...]) -> bool:
+    """Whether two candidates give identical results: measured where both wrote the
+    tuning problem's output (their ``bits`` digests agree), else by their configs
+    (neutral_only). Measured, because which reduction tree a tile shape gets is the
+    compiler's layout's choice, not the config's name."""
+    if a.get("bits") and b.get("bits"):
+        return a["bits"] == b["bits"]
+    return neutral_only(a, b, neutral)
+
+
+def ran(candidates: list[dict]) -> list[dict]:
+    """The candidates timed on every problem."""
+    return [c for c in candidates if all(c.get(t) is not None for t in TIMES)]
+
+
+def eligible(candidates: list[dict], slack: float = SMALL_SLACK) -> list[dict]:
+    """The candidates within ``slack`` of the fastest on the large problem."""
+    timed = ran(candidates)
+    if not timed:
+        raise RuntimeError(f"no row config ran: {[config_of(c) for c in candidates]}")
+    fastest = min(c["us"] for c in timed)
+    return [c for c in timed if c["us"] <= fastest * (1 + slack)]
+
+
+def choose(candidates: list[dict], neutral: tuple[str, ...]) -> dict:
+    """The large-problem candidate: among those within SMALL_SLACK of the fastest, those
+    whose bits fall least short of the fastest eligible bits on the two batches below it
+    (each with whichever config of those bits suits it: a batch may take it, see
+    Tuned.for_rows; within SMALL_TIE counts as least), and of those the fastest on the
+    large problem. One config's bits serve every batch. Both batches weigh, not the small
+    one alone: on the H200 the bits fastest on 16 rows of LayerNorm fp32 4096 ran 2048
+    rows 3.9% slower than the bits fastest on the large problem."""
+    timed, best_large = ran(candidates), eligible(candidates)
+
+    def best(c, problem):   # the best a batch with c's bits did
+        return min(d[problem] for d in timed if same_bits(c, d, neutral))
+    fastest = {p: min(best(c, p) for c in best_large) for p in ("mid_us", "small_us")}
+
+    def shortfall(c):   # the bits' worse ratio to the fastest on the two batches
+        return max(best(c, p) / fastest[p] for p in fastest)
+    least = min(shortfall(c) for c in best_large)
+    return min((c for c in best_large if shortfall(c) <= least + SMALL_TIE), key=lambda c: c["us"])
+
+
+def fastest_of_its_bits(candidates: list[dict], best: dict, problem: str, neutral: tuple[str, ...]) -> dict | None:
+    """Among the candidates giving ``best``'s bits, the fastest on ``problem``; None if that
+    is ``best`` itself."""
+    family = [c for c in ran(candidates) if same_bits(c, best, neutral)]
+    config = config_of(min(family, key=lambda c: c[problem]))
+    return None if config == config_of(best) else config
+
+
+def neutral_but_not_same(candidates: list[dict], neutral: tuple[str, ...]) -> list[list[dict]]:
+    """Pairs of candidates that differ only in ``neutral`` switches yet wrote different
+    bits: a kernel whose 'neutral' switch changes its arithmetic (none should)."""
+    digested = [c for c in candidates if c.get("bits")]
+    return [[config_of(a), config_of(b)] for i, a in enumerate(digested) for b in digested[i + 1:]
+            if neutral_only(a, b, neutral) and a["bits"] != b["bits"]]
+
+
+# --- the process's choices and the disk cache ----------------------------------------
+
+_tuned: dict = {}
+_batch_choices: dict = {}
+_entries: dict = {}   # tune_rows's cache entry per key, for the batches' own choices beside it
+_SOURCE = Path(__file__).read_bytes()   # the search and its rules: a change retires every kept choice
+
+
+def environment(device) -> dict:
+    """What a measurement depends on besides the code: the GPU and the software stack
+    (the framework's own versions come in its fingerprint)."""
+    import torch
+    return {"gpu": torch.cuda.get_device_name(device), "capability": list(torch.cuda.get_device_capability(device)),
+            "torch": torch.__version__, "cuda": torch.version.cuda}
+
+
+def _cache_entry(key, fingerprint: dict | None, device, **inputs) -> str | None:
+    """The disk cache's entry for ``key``: the framework's fingerprint (kernel source,
+    config space, its versions), the search and its rules, what the tuner was given, the
+    machine. None without a fingerprint (stand-ins)."""
+    if fingerprint is None:
+        return None
+    import hashlib
+    return tuning_cache.entry_key(key, {**fingerprint, "search": search(), "inputs": inputs,
+                                        "tuner": hashlib.sha256(_SOURCE).hexdigest(), **environment(device)})
+
+
+def _remembered(key, entry: str | None) -> Tuned | None:
+    """The choice kept on disk for ``entry``, now also this process's, its table marked as
+    read from the cache."""
+    hit = tuning_cache.load(entry) if entry else None
+    if hit is None:
+        return None
+    try:
+        table = {**hit["table"], "source": "cache", "measured_at": hit["measured_at"]}
+        return _tuned.setdefault(key, Tuned(dict(hit["config"]), table, list(hit["batches"])))
+    except (KeyError, TypeError):
+        return None   # kept in another form: measure
+
+
+def _keep(key, entry: str | None, tuned: Tuned) -> Tuned:
+    """A fresh measurement: this process's choice, and kept on disk."""
+    if entry:
+        stamped = tuning_cache.store(entry, asdict(tuned))
+        tuned = Tuned(tuned.config, {**tuned.table, "source": "measured", "measured_at": stamped["measured_at"]},
+                      tuned.batches)
+    return _tuned.setdefault(key, tuned)
+
+
+def forget(key) -> None:
+    """Drop this process's choice for ``key`` (tests; the disk cache keeps its own)."""
+    _tuned.pop(key, None)
+
+
+def chosen(key, tuned: Tuned) -> Tuned:
+    """Record a choice made without measuring (an interpreter, a single candidate)."""
+    return _tuned.setdefault(key, tuned)
+
+
+# --- configs that change no bits -------------------------------------------------------
+
+def tune(key, candidates: list[dict], bind, label: str, fingerprint: dict | None = None, device=None,
+         unrunnable: tuple = (), precompile=None) -> Tuned:
+    """The fastest of ``candidates`` for ``key``, by timing the launcher ``bind(config)``
+    returns; once per process, and kept on disk (tuning_cache). One candidate is taken
+    unmeasured. ``precompile(configs)``, where given, builds them all before the timing
+    starts (in parallel, where the framework can)."""
+    if key in _tuned:
+        return _tuned[key]
+    if len(candidates) == 1:
+        return chosen(key, Tuned(candidates[0]))
+    entry = _cache_entry(key, fingerprint, device, candidates=candidates)
+    if remembered := _remembered(key, entry):
+        return remembered
+    started = time.perf_counter()
+    progress.phase(f"tuning {label}: {len(candidates)} configs")
+    if precompile:
+        precompile(candidates)
+    work = effort()
+    rows = [{**cfg, "us": measure(bind(cfg), work.small_samples, work.small_seconds, unrunnable)} for cfg in candidates]
+    timed = [r for r in rows if r["us"] is not None]
+    if not timed:
+        raise RuntimeError(f"no config ran for {label}: {candidates}")
+    best = min(timed, key=lambda r: r["us"])
+    table = {"candidates": rows, "search": search(), "seconds": round(time.perf_counter() - started, 3)}
+    return _keep(key, entry, Tuned(config_of(best), table))
+
+
+# --- row kernels: the bits once per row length, batch invariant ------------------------
+
+@dataclass
+class RowSpace:
+    """What a framework gives the row tuner for one kernel, row length and dtype.
+
+    ``shapes``: the configs measured first, each on the large problem (their bits may
+    differ). ``small_batch``: bit-neutral toggles that may help a batch too small to fill
+    the GPU, tried on every config whose bits could be chosen. ``path``: toggles tried in
+    turn on the fastest config so far without the small-batch ones (a greedy path).
+    ``batch``: functions of a config giving the alternatives a batch of its own size tries
+    on its fastest config, each from the best so far. ``applicable(config, toggle)``: the
+    part of ``toggle`` that applies to ``config``. ``scratch(rows)``: arguments for a batch
+    of ``rows`` (the output last: its bits are digested); ``bind(config, args, rows)``: a
+    launcher. ``cols``: the row length; ``row_bytes``: one scratch row's bytes, to size the ~256 MiB problem.
+    ``neutral``: the switches that change no bits. ``precompile(configs, args, rows)``:
+    build them all before they are timed (in parallel where the framework can).
+    ``fingerprint``: what else the choice depends on (kernel source, this space, the
+    framework's versions); None keeps nothing on disk."""
+    label: str
+    cols: int
+    shapes: list[dict]
+    scratch: Callable
+    bind: Callable
+    row_bytes: int
+    neutral: tuple[str, ...]
+    small_batch: list[dict] = field(default_factory=list)
+    path: list[dict] = field(default_factory=list)
+    batch: tuple = ()
+    applicable: Callable = lambda config, toggle: toggle
+    precompile: Callable | None = None
+    fingerprint: dict | None = None
+    unrunnable: tuple = ()
+    device: object = None
+
+
+def _problems(space: RowSpace) -> dict:
+    large = max(1, SCRATCH_BYTES // space.row_bytes)
+    return {"us": large, "mid_us": min(MID_ROWS, large), "small_us": min(SMALL_ROWS, large)}
+
+
+def tune_rows(key, space: RowSpace) -> Tuned:
+    """Tune a row kernel once per ``key`` (op, variant, row length, dtype) on a scratch
+    problem of ~256 MiB, a MID_ROWS batch and a SMALL_ROWS batch, whatever the batch at
+    hand: the choice, and so every row's bits, depend on the row length and dtype only,
+    never on the number of rows (batch invariance); each batch size then takes the config
+    of those bits fastest on the problem nearest to it (Tuned.for_rows). Kept on disk
+    (tuning_cache): later processes take it unmeasured.
+
+    Every shape on the large problem, digesting the bits it wrote; the small batches for
+    each shape whose bits run within TOGGLE_SLACK of the fastest (every shape, searched
+    exhaustively); those again with each small-batch toggle; then the greedy path's
+    toggles from the fastest without them; then choose."""
+    if key in _tuned:
+        return _tuned[key]
+    entry = _cache_entry(key, space.fingerprint, space.device, shapes=space.shapes, small_batch=space.small_batch,
+                         path=space.path)
+    _entries[key] = entry
+    if remembered := _remembered(key, entry):
+        return remembered
+    started = time.perf_counter()
+    work = effort()
+    rows = _problems(space)
+    progress.phase(f"tuning {space.label}: {len(space.shapes)} shapes")
+    args = {p: space.scratch(n) for p, n in rows.items()}
+    samples = {"us": (work.large_samples, work.large_seconds), "mid_us": (work.small_samples, work.small_seconds),
+               "small_us": (work.small_samples, work.small_seconds)}
+    candidates: list[dict] = []
+    launches: dict = {}
+
+    def launcher(cfg, problem):
+        k = (repr(sorted(cfg.items())), problem)
+        if k not in launches:
+            launches[k] = space.bind(cfg, args[problem], rows[problem])
+        return launches[k]
+
+    def time_on(c: dict, problem: str) -> None:
+        c[problem] = measure(launcher(config_of(c), problem), *samples[problem], space.unrunnable)
+
+    def precompile(configs, problems):
+        if space.precompile and configs:
+            for p in problems:
+                space.precompile(configs, args[p], rows[p])
+
+    def fresh(configs):   # not measured yet, each once
+        out = []
+        for cfg in configs:
+            if all(config_of(c) != cfg for c in candidates) and cfg not in out:
+                out.append(cfg)
+        return out
+
+    def large(configs) -> list[dict]:
+        configs = fresh(configs)
+        precompile(configs, ["us"])
+        added = []
+        for cfg in configs:
+            c = {**cfg, "us": None, "mid_us": None, "small_us": None}
+            time_on(c, "us")
+            c.update(observed(launcher(cfg, "us"), args["us"], c["us"] is not None))
+            candidates.append(c)
+            added.append(c)
+        return added
+
+    def contenders() -> list[dict]:   # the configs whose bits may be chosen: near the fastest on the large problem
+        on_large = [c for c in candidates if c["us"] is not None]
+        if not on_large:
+            raise RuntimeError(f"no config ran for {space.label}: {[config_of(c) for c in candidates]}")
+        fastest = min(c["us"] for c in on_large)
+        near = [c for c in on_large if c["us"] <= fastest * (1 + TOGGLE_SLACK)]
+        return [c for c in on_large if any(same_bits(c, n, space.neutral) for n in near)]
+
+    def to_time_small() -> list[dict]:
+        return [c for c in candidates if c["us"] is not None] if work.every_problem else contenders()
+
+    def small(cs: list[dict]) -> None:
+        todo = [c for c in cs if c["us"] is not None and c["mid_us"] is None]
+        precompile([config_of(c) for c in todo], ["mid_us", "small_us"])
+        for c in todo:
+            time_on(c, "mid_us")
+            time_on(c, "small_us")
+
+    def everywhere(configs) -> None:   # on the large problem, then the small ones if it contends
+        added, timed = large(configs), to_time_small()
+        small([c for c in added if any(c is n for n in timed)])
+
+    large(space.shapes)
+    small(to_time_small())
+    toggled = [{**config_of(c), **t} for c in contenders() for t in space.small_batch
+               if space.applicable(config_of(c), t) == t]
+    everywhere(toggled)
+
+    def plain(c):   # without the small-batch switches
+        return not any(c.get(s) for t in space.small_batch for s in t)
+    # The path runs on configs without the small-batch switches, which are measured above
+    # for the small batches' sake: one of them leading it would keep the path from ever
+    # trying the large problem's own toggles without it.
+    path = config_of(choose([c for c in candidates if plain(c)], space.neutral))
+    for toggle in space.path:
+        toggle = space.applicable(path, toggle)
+        if toggle:
+            everywhere([{**path, **toggle}])
+        path = config_of(choose([c for c in candidates if plain(c)], space.neutral))
+    best = choose(candidates, space.neutral)
+    table = {"problems": {p: f"{n}x{space.cols}" for p, n in rows.items()},
+             "candidates": candidates, "search": search()}
+    if broken := neutral_but_not_same(candidates, space.neutral):
+        table["bit_neutral_changed_bits"] = broken   # a switch called neutral is not: say so
+    batches = [[rows["us"], None], [rows["mid_us"], fastest_of_its_bits(candidates, best, "mid_us", space.neutral)],
+               [rows["small_us"], fastest_of_its_bits(candidates, best, "small_us", space.neutral)]]
+    table["seconds"] = round(time.perf_counter() - started, 3)
+    del args, launches
+    return _keep(key, entry, Tuned(config_of(best), table, batches))
+
+
+def _takes_the_tuned_config(rows: int, problems: list[int]) -> bool:
+    """A tuning problem's batch, or one from BATCH_MEASURED_BELOW of the large problem's
+    rows up to the large problem's: for_batch takes the config tuned there unmeasured."""
+    largest = max(problems)
+    return rows in problems or BATCH_MEASURED_BELOW * largest <= rows <= largest
+
+
+def family(tuned: Tuned, neutral: tuple[str, ...]) -> list[dict]:
+    """The measured candidates that wrote the chosen config's bits, the chosen one first;
+    empty without a table (nothing measured) or with one alone."""
+    timed = ran(tuned.table.get("candidates", []))
+    first = next((c for c in timed if config_of(c) == tuned.config), None)
+    if first is None:
+        return []
+    members = [first] + [c for c in timed if c is not first and same_bits(c, first, neutral)]
+    return members if len(members) > 1 else []
+
+
+def for_batch(tuned: Tuned, key, rows: int, space: RowSpace) -> tuple[dict, dict]:
+    """(config, tuning table) for a batch of ``rows``: a tuning problem's rows, or a batch
+    from BATCH_MEASURED_BELOW of the large problem's rows up to its size, takes the config
+    tuned there (Tuned.for_rows); any other batch the config of the chosen bits fastest on
+    a scratch batch of its own size, then that config with each of ``space.batch``'s
+    alternatives, kept on disk beside the tuner's choice. Only a config that wrote the
+    chosen config's bits there too may serve it: the bits never depend on the batch."""
+    problems = [n for n, _ in tuned.batches]
+    if not problems or _takes_the_tuned_config(rows, problems):
+        return tuned.for_rows(rows), tuned.table
+    members = family(tuned, space.neutral)
+    if not members:
+        return tuned.for_rows(rows), tuned.table
+    memo = (*key, rows)
+    entry = _entries.get(key)
+    entry = entry and tuning_cache.entry_key(("batch", rows), {"tuning": entry})
+    if memo not in _batch_choices and (kept := tuning_cache.load(entry) if entry else None):
+        try:
+            _batch_choices[memo] = (dict(kept["config"]), {**kept["batch"], "source": "cache",
+                                                           "measured_at": kept["measured_at"]})
+        except (KeyError, TypeError):
+            pass   # kept in another form: measure
+    if memo not in _batch_choices:
+        started = time.perf_counter()
+        progress.phase(f"tuning {space.label}: the config of a {rows}-row batch")
+        work = effort()
+        args = space.scratch(rows)
+        measured: list[dict] = []
+
+        def time_each(configs):
+            configs = [cfg for cfg in configs if all(config_of(m) != cfg for m in measured)]
+            if space.precompile:
+                space.precompile(configs, args, rows)
+            for cfg in configs:
+                launch = space.bind(cfg, args, rows)
+                us = measure(launch, work.small_samples, work.small_seconds, space.unrunnable)
+                measured.append({**cfg, "us": us, **observed(launch, args, us is not None)})
+
+        def fastest():   # of those that wrote the chosen config's bits (the one timed first)
+            same = [m for m in measured if m["us"] is not None and m["bits"] == measured[0]["bits"]]
+            if not same:
+                raise RuntimeError(f"the chosen config of {space.label} did not run a batch of {rows} rows: {measured}")
+            return min(same, key=lambda m: m["us"])
+
+        time_each([config_of(c) for c in members])
+        for alternatives in space.batch:
+            lead = config_of(fastest())
+            time_each([{**lead, **a} for a in alternatives(lead)])
+        best = fastest()
+        config = {**config_of(best), "tuned_for_rows": rows}
+        batch = {"rows": rows, "candidates": measured, "seconds": round(time.perf_counter() - started, 3)}
+        stamp = tuning_cache.store(entry, {"config": config, "batch": batch})["measured_at"] if entry else None
+        _batch_choices[memo] = (config, {**batch, "source": "measured", "measured_at": stamp})
+    config, batch = _batch_choices[memo]
+    return config, {**tuned.table, "batch": batch}

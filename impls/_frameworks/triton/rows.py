@@ -1,0 +1,277 @@
+"""The row kernels' configs (softmax, the norms, the chain) and their launcher. What to
+try is decided here; how to choose, and the rule that keeps a row op batch-invariant, in
+harness.tuner.
+
+A config: ``rows`` per tile and ``num_warps``, a ``persistent`` grid or one program per
+tile, cache ``hints``, and the kernel's own switches where it has them (the constexprs
+PREFETCH, EARLY, ORDERED, RELOAD, the looped path ``loop_block``, a register cap
+``maxnreg``, ``predicated`` loads)."""
+import contextvars
+
+from harness import tuner
+from impls._frameworks.triton.launch import (HINTS, bound_launch, build_all, fingerprint, interpreting, next_pow2,
+                                             unrunnable)
+from impls._frameworks.triton.occupancy import FULL_OCCUPANCY_REGS, first_guess, persistent_programs
+
+# Rows up to this many elements stay in registers (one read of x); longer rows are
+# walked in tiles of ROW_TILE with a column loop (x read again from L2 or memory).
+MAX_ON_CHIP = 32768
+ROW_TILE = 4096
+TILE_ELEMENTS = 8192        # the most elements of a tile of several rows
+
+# Switches that change when and how the bytes move, never which arithmetic runs on which
+# elements in which order: configs that differ only in these give identical bits, so a
+# batch may take its own without losing batch invariance. The tuner also compares the
+# bits candidates actually write: other tile shapes can share them too.
+BIT_NEUTRAL = ("persistent", "hints", "prefetch", "early", "ordered", "reload", "maxnreg", "predicated")
+
+# Switches a row kernel may take (``options``): tried only for kernels that have them.
+# "looped" (loop_block > 0): a row that would fit on chip is walked in column tiles
+# instead, kept in L2 between passes. "looped_early": the kernel's EARLY applies to such a
+# looped row too (its second pass then holds the whole row, its operands loaded up front).
+ROW_OPTIONS = ("prefetch", "early", "ordered", "looped")
+SWITCHES = ("prefetch", "early", "ordered", "reload")   # the constexpr switches among the options
+
+# What a batch too small to fill the GPU wants: its operands' loads out with x's, not after
+# x's reduction (H200, LayerNorm 16x4096 bf16: 5.76 us plain, 5.22 with EARLY). EARLY
+# loads them before the reduction, yet ptxas issues them only once x has arrived; ORDERED
+# loads them, then x, as volatile loads, which it keeps in that order (slow on a large
+# batch: 42.5 us against EARLY's 32.5 at 4096x4096 fp32). "predicated": EARLY on a row that
+# fills its block with its loads masked all the same (bit-neutral: no element is masked);
+# ptxas then issues the operands' loads with x's (H200, LayerNorm fp32 4096x4096: 32.12 us
+# against 32.53 unmasked). Each is tried on its own.
+SMALL_BATCH_TOGGLES = ({"early": True}, {"ordered": True}, {"early": True, "predicated": True})
+SMALL_BATCH_SWITCHES = tuple(s for t in SMALL_BATCH_TOGGLES for s in t)
+
+# (column tile, num_warps) of looped rows. A looped row that fits on chip has a static trip
+# count (SPAN): the column loop unrolls and all of a row's loads are in flight at once on
+# ~30 registers, so four 16-warp programs fit an SM (torch.compile's RMSNorm runs 2048- or
+# 4096-column tiles on 16 warps so, at ~100% of the H200's roof). 16-warp looped tiles are
+# also tried capped at FULL_OCCUPANCY_REGS: a cap moves no arithmetic, only registers (the
+# chain's fp16 kernel takes 48 where bf16 takes 40: two programs per SM against three,
+# 10% slower). Not on chip, nor on 8 warps: capped there they ran 8-89% and 30-40% slower.
+LOOPED_SHAPES = ((2048, 8), (2048, 16), (4096, 8), (4096, 16))
+
+# The width an on-chip kernel with a FOLD parameter folds its rows' sums to: the narrowest
+# looped column tile, so that an on-chip tile can write the bits of a looped row on as
+# many warps and a batch may take either (an on-chip 4096-column fp32 row ran 4096 rows in
+# 32.4 us where the 2048-column loop chosen at ~256 MiB ran them in 34.4).
+ROW_FOLD = min(b for b, _ in LOOPED_SHAPES)
+
+
+def row_tile(custom_combine: bool = False) -> int:
+    """The column tile of looped rows. The interpreter runs tl.reduce's custom combines
+    (online softmax, Welford) one element at a time in Python: those get narrow tiles."""
+    return 64 if custom_combine and interpreting() else ROW_TILE
+
+
+def row_block(cols: int, custom_combine: bool = False) -> tuple[int, bool]:
+    """(BLOCK, on_chip) for rows of ``cols`` elements."""
+    if cols <= MAX_ON_CHIP:
+        return next_pow2(cols), True
+    return row_tile(custom_combine), False
+
+
+def tile_shapes(block: int, on_chip: bool, max_rows: int = 4, itemsize: int = 4) -> list[tuple[int, int]]:
+    """(rows per tile, num_warps) to try: tiles of 1 to ``max_rows`` rows (several only
+    while a tile holds at most TILE_ELEMENTS; tiles of 8 short rows never won on the H200),
+    each with 8, 16 or 32 elements per thread: one to four 16-byte loads in flight per
+    thread for 16-bit data, two to eight for fp32; 16-bit data also 64 (128 bytes, as
+    fp32's 32): half the warps, so half the cross-warp steps of each reduction (bf16
+    LayerNorm at 8192 ran 24% faster on 8 warps than on 16)."""
+    shapes = []
+    for rows in (1, 2, 4, 8):
+        if rows > (max_rows if on_chip else 1) or (rows > 1 and rows * block > TILE_ELEMENTS):
+            break
+        for per_thread in sorted({8, 16, 32, 128 // itemsize}):
+            warps = min(32, max(1, rows * block // (32 * per_thread)))
+            if (rows, warps) not in shapes:
+                shapes.append((rows, warps))
+    return shapes
+
+
+def static_cols(cols: int, block: int) -> int:
+    """The row length a row kernel is compiled for (its COLS), or 0: compiled for any. A row
+    shorter than its block (781 columns in a block of 1024) is compiled for its length:
+    its masks fold register by register and the padding costs no loads, stores or mask
+    tests (sm_90, the 1-warp softmax at 781 bf16: 392 instructions on 37 registers instead
+    of 656 on 72; on the H200 0.97x to 1.07-1.09x Liger's). A row that fills its block, or
+    is walked in column tiles, keeps the kernel compiled for any length: there the
+    constant moved registers both ways (one program per SM fewer: 4.6% slower)."""
+    return cols if cols < block else 0
+
+
+def fold_width(block: int, num_warps: int, itemsize: int) -> int:
+    """FOLD for an on-chip row of ``block`` elements on ``num_warps`` warps, or 0: no fold.
+    A fold is register adds only where every thread holds both element j and j + ROW_FOLD:
+    Triton lays a row out in 16-byte runs per thread, 32 lanes, the warps, repeated, so
+    where that repeat divides ROW_FOLD (fp32 on 16 warps: 4 x 32 x 16 = 2048). Elsewhere it
+    would move data between warps through shared memory, for bits no looped config has."""
+    repeat = (16 // itemsize) * 32 * num_warps
+    return ROW_FOLD if block > ROW_FOLD and ROW_FOLD % repeat == 0 else 0
+
+
+def row_call(kernel, cfg: dict, rows: int, *args, **constexprs) -> tuple[dict, int]:
+    """(keyword arguments, tiles) of the row kernel ``kernel(*args, programs, ...)`` for
+    ``cfg``: its switches, hints and constexprs worked out from the config."""
+    tiles = -(-rows // cfg["rows"])
+    options = {o.upper(): cfg.get(o, False) for o in SWITCHES if o.upper() in kernel.arg_names}
+    hints = dict(HINTS[cfg["hints"]])
+    if cfg.get("reload"):
+        hints["LOAD"] = "evict_last"   # the first read leaves x in cache for the second
+    # SPAN: a looped row's on-chip block, a static bound for its column loops (0: loop to cols)
+    span = constexprs["BLOCK"] if cfg.get("loop_block") and constexprs["ON_CHIP"] else 0
+    if cfg.get("predicated"):   # masked on the row's length though it fills the block
+        constexprs = {**constexprs, "EVEN": False}
+    if cfg.get("loop_block"):   # the column loop, even for a row that fits on chip
+        constexprs = {**constexprs, "BLOCK": cfg["loop_block"], "ON_CHIP": False, "EVEN": False}
+    if "SPAN" in kernel.arg_names:
+        constexprs = {**constexprs, "SPAN": span}
+    if "COLS" in kernel.arg_names:
+        constexprs = {**constexprs, "COLS": static_cols(args[kernel.arg_names.index("cols")], constexprs["BLOCK"])}
+    if "FOLD" in kernel.arg_names:
+        itemsize = args[kernel.arg_names.index("x_ptr")].element_size()
+        fold = fold_width(constexprs["BLOCK"], cfg["num_warps"], itemsize) if constexprs["ON_CHIP"] else 0
+        constexprs = {**constexprs, "FOLD": fold}
+    if "PERSISTENT" in kernel.arg_names:   # one program per tile: no loop (device: one_tile)
+        constexprs = {**constexprs, "PERSISTENT": bool(cfg["persistent"])}
+    if cfg.get("maxnreg"):
+        constexprs = {**constexprs, "maxnreg": cfg["maxnreg"]}   # a compile option, not a parameter
+    return dict(ROWS=cfg["rows"], num_warps=cfg["num_warps"], **hints, **options, **constexprs), tiles
+
+
+# Set while the tuner asks for builds: row_launcher then notes the kernel and its call
+# instead of making a launcher (precompile).
+_noting = contextvars.ContextVar("noting_builds", default=None)
+
+
+def row_launcher(kernel, cfg: dict, rows: int, device, *args, **constexprs):
+    """A launcher (no arguments) of the row kernel ``kernel(*args, programs, ROWS=..., ...)``:
+    one program per tile of cfg["rows"] rows, or a persistent grid of as many programs as
+    fit on the GPU at once (persistent_programs) walking the tiles. Grid and keyword
+    arguments are worked out here, once (bound_launch)."""
+    kwargs, tiles = row_call(kernel, cfg, rows, *args, **constexprs)
+    if (builds := _noting.get()) is not None:
+        programs = first_guess(tiles, device, cfg["num_warps"]) if cfg["persistent"] else tiles
+        builds.append((kernel, ((*args, programs), kwargs, (programs,))))
+        return None
+    programs = persistent_programs(kernel, tiles, device, args, kwargs) if cfg["persistent"] else tiles
+    launch = bound_launch(kernel, (programs,), *args, programs, **kwargs)
+    launch.programs = programs   # the grid, for the tuning table (a persistent one's size is measured)
+    return launch
+
+
+def precompile(bind):
+    """The tuner's build step for a row kernel bound by ``bind``: every config's kernel built
+    at once, in threads (launch.build_all)."""
+    def build(configs, args, rows):
+        builds = []
+        token = _noting.set(builds)
+        try:
+            for cfg in configs:
+                bind(cfg, args, rows)
+        finally:
+            _noting.reset(token)
+        for kernel in {id(k): k for k, _ in builds}.values():
+            build_all(kernel, [call for k, call in builds if k is kernel])
+    return build
+
+
+def row_config(cfg: dict, block: int, on_chip: bool) -> dict:
+    """What a row launch ran, for the record: the tuned switches and the kernel's BLOCK
+    and path (a looped config walks columns in tiles of its own)."""
+    if cfg.get("loop_block"):
+        return {**cfg, "BLOCK": cfg["loop_block"], "on_chip": False}
+    return {**cfg, "BLOCK": block, "on_chip": on_chip}
+
+
+def other_grids(c: dict) -> list[dict]:
+    """The grids a batch tries beside config ``c``'s: one program per tile (which
+    prefetches nothing), or a persistent grid, with and without prefetching where the
+    kernel has it (c has the key). Neither is better everywhere (H200, LayerNorm fp32
+    4096x4096: 33.9 us per tile, 41.5 persistent, 33.5 persistent and prefetching)."""
+    if c["persistent"]:
+        grids = [{"persistent": False, **({"prefetch": False} if c.get("prefetch") else {})}]
+        if "prefetch" in c:
+            grids.append({"prefetch": not c["prefetch"]})
+    else:
+        grids = [{"persistent": True}]
+        if "prefetch" in c:
+            grids.append({"persistent": True, "prefetch": True})
+    return grids
+
+
+def other_hints(c: dict) -> list[dict]:
+    return [{"hints": "plain" if c["hints"] == "stream" else "stream"}]
+
+
+def space(key, cols: int, block: int, on_chip: bool, dtype, device, make_scratch, bind, max_rows: int = 4,
+          options: tuple[str, ...] = (), kernel=None) -> tuner.RowSpace:
+    """The configs tune_rows tries for a row kernel: every tile shape one program per tile,
+    without hints (and, with "looped" among ``options``, the LOOPED_SHAPES); the small-batch
+    toggles among the options; then a persistent grid (prefetching, if an option),
+    streaming hints, early operands, x reloaded (if options) along the greedy path."""
+    shapes = tile_shapes(block, on_chip, max_rows, dtype.itemsize)
+    switches = [o for o in options if o in SWITCHES]
+    off = {**{o: False for o in switches}, **({"loop_block": 0, "maxnreg": 0} if "looped" in options else {})}
+    configs = [dict(rows=r, num_warps=w, persistent=False, hints="plain", **off) for r, w in shapes]
+    if "looped" in options:
+        for loop_block, warps in LOOPED_SHAPES:
+            if cols >= 2 * loop_block:
+                looped = {**off, "rows": 1, "num_warps": warps, "persistent": False, "hints": "plain",
+                          "loop_block": loop_block}
+                configs.append(looped)
+                if warps == 16:
+                    configs.append({**looped, "maxnreg": FULL_OCCUPANCY_REGS})
+    # "predicated" only where the row fills its block: a shorter one is masked already
+    small_batch = [dict(t) for t in SMALL_BATCH_TOGGLES if all(s in options for s in t)
+                   and ("predicated" not in t or (on_chip and block == cols))]
+    path = [{"persistent": True}]
+    path += [{"persistent": True, "prefetch": True}] if "prefetch" in options else []
+    path += [{"hints": "stream"}]
+    path += [{"early": True}] if "early" in options else []
+    path += [{"reload": True}] if "reload" in options else []
+    # EARLY and ORDERED on a looped row that fits in SPAN: its operands loaded whole up front
+    looped_switches = ("early", "ordered") if "looped_early" in options else ()
+
+    def applicable(cfg, toggle):   # not the on-chip path's switches on a looped config (masked anyway)
+        if not cfg.get("loop_block"):
+            return toggle
+        return {s: v for s, v in toggle.items() if s not in (*SWITCHES, "predicated") or s in looped_switches}
+
+    name = " ".join(map(str, key[:-1]))
+    label = f"Triton {name} for {cols}-column rows ({str(dtype).replace('torch.', '')})"
+    described = {"shapes": configs, "small_batch": small_batch, "path": path, "looped_switches": looped_switches}
+    return tuner.RowSpace(label=label, cols=cols, shapes=configs, scratch=make_scratch, bind=bind,
+                          row_bytes=cols * dtype.itemsize, neutral=BIT_NEUTRAL, small_batch=small_batch, path=path,
+                          batch=(other_hints, other_grids), applicable=applicable, precompile=precompile(bind),
+                          fingerprint=fingerprint(kernel, described), unrunnable=unrunnable(), device=device)
+
+
+def interpreted_config(block: int, on_chip: bool, max_rows: int, itemsize: int, options: tuple[str, ...]) -> dict:
+    """The config under the interpreter, where nothing is measured: the most rows per tile
+    (exercises the row masks), persistent, every switch on but ORDERED, which takes the
+    place of PREFETCH's and EARLY's loads (the forced-switch CPU tests run it)."""
+    rows, warps = max(tile_shapes(block, on_chip, max_rows, itemsize))
+    switches = [o for o in options if o in SWITCHES]
+    off = {**{o: False for o in switches}, **({"loop_block": 0, "maxnreg": 0} if "looped" in options else {})}
+    return {"rows": rows, "num_warps": warps, "persistent": True, "hints": "plain", **off,
+            **{o: o != "ordered" for o in switches}}
+
+
+def row_choice(key, rows: int, cols: int, block: int, on_chip: bool, dtype, device, make_scratch, bind,
+               max_rows: int = 4, options: tuple[str, ...] = (), kernel=None) -> tuple[dict, dict]:
+    """(config, tuning table) of a row kernel for a batch of ``rows``: the bits chosen once
+    per ``key`` (op, variant, cols) and dtype (tuner.tune_rows), then the batch's own config
+    of those bits (tuner.for_batch). ``block`` is the kernel's BLOCK (the row, or its column
+    tile); ``make_scratch(rows)`` builds the arguments (the output last) and ``bind(cfg,
+    args, rows)`` returns a launcher (row_launcher). fp16 and bf16 are tuned apart: same
+    bytes, but their conversions compile to other instructions and register counts, and a
+    few registers decide how many programs fit an SM (bf16's config ran 8% slower in fp16)."""
+    key = (*key, str(dtype))
+    if interpreting():
+        tuned = tuner.chosen(key, tuner.Tuned(interpreted_config(block, on_chip, max_rows, dtype.itemsize, options)))
+        return tuned.config, tuned.table
+    rows_space = space(key, cols, block, on_chip, dtype, device, make_scratch, bind, max_rows, options, kernel)
+    tuned = tuner.tune_rows(key, rows_space)
+    return tuner.for_batch(tuned, key, rows, rows_space)
