@@ -902,8 +902,8 @@ def test_predicated_is_tried_with_early_on_rows_that_fill_their_block(monkeypatc
 
 
 def test_the_fast_search_times_the_small_batches_only_for_bits_that_may_be_chosen(monkeypatch):
-    """fast: a shape whose bits match none of the configs within TOGGLE_SLACK of the fastest
-    on the large problem is never timed on the small batches (nor toggled); exhaustive times every
+    """fast: a shape whose bits match none of the configs within SMALL_SLACK of the fastest
+    on the large problem is never timed on the small batches; exhaustive times every
     shape on every problem. Both choose the same config here."""
     def fake_time(cfg, rows):
         shape = (cfg["rows"], cfg["num_warps"])
@@ -918,7 +918,7 @@ def test_the_fast_search_times_the_small_batches_only_for_bits_that_may_be_chose
         tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, triton_rows.ROW_OPTIONS,
                                           measure=_recording(fake_time, timed), bits=_warps_a_row)
         chosen[search] = tuned.config
-        near_bits = {_warps_a_row(c) for c in tuned.table["candidates"] if c["us"] <= 100.0 * (1 + tuner.TOGGLE_SLACK)}
+        near_bits = {_warps_a_row(c) for c in tuned.table["candidates"] if c["us"] <= 100.0 * (1 + tuner.SMALL_SLACK)}
         far = [c for c in tuned.table["candidates"] if _warps_a_row(c) not in near_bits]
         assert far and tuned.table["search"] == search
         if search == "fast":
