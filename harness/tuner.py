@@ -100,8 +100,8 @@ MID_ROWS = 2048             # a few waves, still latency-bound
 SMALL_ROWS = 16             # a batch too small to fill the GPU
 SMALL_SLACK = 0.01          # how much large-problem time buys a faster small problem
 TOGGLE_SLACK = 0.03         # how close to the fastest on the large problem a config's bits must
-                            # run for the small batches (and their toggles) to be timed on them:
-                            # a toggle moves a config by more than SMALL_SLACK
+                            # run for the small-batch toggles to be tried on it: a toggle moves
+                            # a config by more than SMALL_SLACK
 SMALL_TIE = 0.01            # small-problem times this close are equal: about the median's
                             # uncertainty there and 1.5 ticks of the 32 ns event clock
 # A batch of at least this share of the large problem's rows, and no larger, streams from
