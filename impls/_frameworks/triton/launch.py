@@ -4,6 +4,8 @@ of Triton (its errors for a config that cannot run, its version for the cache)."
 import inspect
 import os
 
+from impls._frameworks._launch import configured  # noqa: F401  (the impls take it from here)
+
 # Cache hints for data that is read once and written once. Whether they help is measured,
 # not assumed (on the H200 a copy with evict_first loads ran at 92% of torch's copy_, a
 # plain one at ~100%): the tuned kernels try both, as the constexprs LOAD and STORE.
@@ -42,14 +44,6 @@ def fingerprint(kernel, space: dict) -> dict | None:
         return None
     import triton
     return {"kernel": kernel.cache_key, "space": space, "triton": triton.__version__}
-
-
-def configured(launch, config: dict, tuning: dict | None = None):
-    """Attach the launch configuration (and the tuner's table) to a launcher: the record
-    shows what ran and what it was chosen from."""
-    launch.config = dict(config)
-    launch.tuning = dict(tuning or {})
-    return launch
 
 
 def kernel_args(kernel, args: tuple, kwargs: dict) -> tuple:
