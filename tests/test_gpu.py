@@ -361,3 +361,37 @@ def test_the_stream_check_tells_a_frameworks_default_stream_from_the_current_one
             assert ok is None and not trace and "wrote the whole output" in note, (name, ok, note)
             ok, note = integrity.stream_trace(current, dev)
             assert ok is None and "all on the current stream" in note, (name, ok, note)
+
+
+def _misaligned(t: torch.Tensor, offset: int) -> torch.Tensor:
+    """``t``'s values in a view ``offset`` elements past a fresh allocation's start."""
+    view = torch.empty(t.numel() + offset, dtype=t.dtype, device=t.device)[offset:]
+    view.copy_(t)
+    return view
+
+
+ONE_D_OURS = [k for k in usable_impls() if registry.ops()[k[0]].ndim == 1 and registry.role_of(k[1]) == registry.OURS]
+
+
+@pytest.mark.parametrize("key", ONE_D_OURS, ids=lambda k: "-".join(k))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+def test_ours_are_right_on_views_at_odd_offsets_and_odd_sizes(key, dtype):
+    """x at an odd element offset (no 16-byte alignment), the output aligned or off by the same
+    or another offset, at sizes around a pack, a block and a grid, on every input set."""
+    from harness.checks import checked_launch
+    op_name, impl, variant = key
+    op = registry.ops()[op_name]()
+    bind = registry.registered()[key].bind
+    failures = []
+    for n in (1, 7, 9, 4099, 65537, 1000003):
+        for case in ("random", *op.adversarial):
+            inputs = op.inputs((n,), dtype, "cuda", seed=n, case=case)
+            for x_offset, out_offset in ((1, 0), (3, 3), (1, 2)):
+                moved = {k: _misaligned(v, x_offset) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+                out = op.make_output(moved)
+                if out.dim() == 1:
+                    out = _misaligned(out, out_offset)
+                result, _ = checked_launch(op, bind(**moved, out=out), moved, out, dtype, case, n, torch.cuda.synchronize)
+                if not result.passed:
+                    failures.append(f"n={n} {case} offsets x={x_offset} out={out_offset}: {result.detail}")
+    assert not failures, "\n".join(failures[:10])

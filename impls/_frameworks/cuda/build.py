@@ -1,0 +1,155 @@
+"""Building the CUDA C++ kernels: every ``impls/<op>/*.cu`` into one PyTorch extension library,
+once per machine and source hash, outside any timed region.
+
+The library's ops register themselves under ``torch.ops.harness_cuda`` (each ``.cu`` has a
+``TORCH_LIBRARY_FRAGMENT``), so no binding file lists them. A build is kept in a folder named
+by the hash of what decides the binary (the sources and headers, the flags, the target
+architectures, torch's and nvcc's versions): ``$HARNESS_CACHE/cuda/<hash>/``, or, where an image
+built it ahead (``scripts/build-extensions``), ``$HARNESS_EXTENSIONS_DIR/<hash>/``. A kept build
+loads in well under a second; a fresh one compiles the sources in parallel (ninja).
+
+No ``--use_fast_math``: it flushes subnormals to zero and approximates exp and division, which
+the ops' checks (softmax ``large_magnitude``, copy's subnormals) would catch as wrong answers.
+``-lineinfo`` lets compute-sanitizer and ncu name source lines; it does not change the code.
+
+    python -m impls._frameworks.cuda.build [--out DIR]     # build (or find) it, print where
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+IMPLS = HERE.parent.parent
+NAME = "harness_cuda"
+FLAGS = ["-O3", "-lineinfo"]   # the C++ standard is the one torch builds its extensions with
+ARCH_ENV = "HARNESS_CUDA_ARCH"   # e.g. "9.0" (default: the H100/H200), "9.0 10.0"
+DEFAULT_ARCH = "9.0"
+PREBUILT_ENV = "HARNESS_EXTENSIONS_DIR"
+
+
+class BuildError(RuntimeError):
+    """The kernels could not be built or loaded here; the message says why and what to do."""
+
+
+def sources() -> list[Path]:
+    return sorted(IMPLS.glob("*/*.cu"))
+
+
+def headers() -> list[Path]:
+    return sorted(HERE.glob("*.cuh"))
+
+
+def arch() -> str:
+    value = os.environ.get(ARCH_ENV, DEFAULT_ARCH).strip()
+    for a in value.split():
+        major, _, minor = a.partition(".")
+        if not (major.isdigit() and minor.rstrip("+PTX").isdigit()):
+            raise BuildError(f"{ARCH_ENV}={value!r}: give compute capabilities like '9.0' or '9.0 10.0'")
+    return value
+
+
+def nvcc() -> str | None:
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    found = Path(home, "bin", "nvcc") if home else None
+    return str(found) if found and found.exists() else shutil.which("nvcc")
+
+
+def nvcc_version() -> str:
+    compiler = nvcc()
+    if compiler is None:
+        raise BuildError("nvcc was not found (set CUDA_HOME or put nvcc on PATH): the CUDA kernels need it to build")
+    out = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout
+    return out.strip().splitlines()[-1] if out.strip() else "unknown"
+
+
+def build_hash() -> str:
+    import torch
+    h = hashlib.sha256()
+    for path in (*sources(), *headers()):
+        h.update(str(path.relative_to(IMPLS)).encode())
+        h.update(path.read_bytes())
+    h.update(repr((FLAGS, arch(), torch.__version__, torch.version.cuda, nvcc_version())).encode())
+    return h.hexdigest()[:16]
+
+
+def _library_file(folder: Path) -> Path:
+    return folder / f"{NAME}.so"
+
+
+def _cuda_home() -> str:
+    compiler = nvcc()
+    if compiler is None:
+        raise BuildError("nvcc was not found (set CUDA_HOME or put nvcc on PATH): the CUDA kernels need it to build")
+    return str(Path(compiler).resolve().parent.parent)
+
+
+def build(out: Path | None = None, verbose: bool = False) -> Path:
+    """The built library's file: found where it was kept, or compiled now into ``out`` (default
+    the cache folder). Raises BuildError with the compiler's own words on failure."""
+    key = build_hash()
+    for root in filter(None, (os.environ.get(PREBUILT_ENV), out)):
+        if _library_file(Path(root) / key).exists():
+            return _library_file(Path(root) / key)
+    from harness.roofline import cache_dir
+    folder = Path(out or cache_dir() / "cuda") / key
+    if _library_file(folder).exists():
+        return _library_file(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("CUDA_HOME", _cuda_home())
+    os.environ["TORCH_CUDA_ARCH_LIST"] = arch()
+    from torch.utils import cpp_extension
+    started = time.perf_counter()
+    try:
+        cpp_extension.load(name=NAME, sources=[str(s) for s in sources()], extra_cuda_cflags=FLAGS,
+                           extra_cflags=["-O3"], extra_include_paths=[str(HERE)], build_directory=str(folder),
+                           is_python_module=False, verbose=verbose)
+    except Exception as e:  # noqa: BLE001 - the compiler's message is the useful part
+        raise BuildError(f"building the CUDA kernels failed ({type(e).__name__}): {str(e)[-1500:]}") from e
+    (folder / "build-seconds").write_text(f"{time.perf_counter() - started:.1f}\n")
+    return _library_file(folder)
+
+
+_loaded: Path | None = None
+
+
+def load():
+    """``torch.ops.harness_cuda``, built (or found) and loaded once per process."""
+    global _loaded
+    import torch
+    if _loaded is None:
+        path = build()
+        try:
+            torch.ops.load_library(str(path))
+        except OSError as e:
+            raise BuildError(f"the built CUDA kernels at {path} do not load: {e}. Delete that folder to rebuild.") from e
+        _loaded = path
+    return torch.ops.harness_cuda
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    parser = argparse.ArgumentParser(description="Build the CUDA kernels of impls/*/*.cu (or find the kept build).")
+    parser.add_argument("--out", type=Path, help="the folder to build into (default: $HARNESS_CACHE/cuda)")
+    parser.add_argument("--verbose", action="store_true", help="show the compiler's commands")
+    args = parser.parse_args(argv)
+    if not sources():
+        print("build: no CUDA sources under impls/")
+        return 0
+    started = time.perf_counter()
+    try:
+        path = build(args.out, args.verbose)
+    except BuildError as e:
+        print(f"build: {e}", file=sys.stderr)
+        return 1
+    print(f"build: {len(sources())} sources for sm {arch()} in {path.parent} ({time.perf_counter() - started:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+// Device helpers shared by every op's CUDA kernels: fp32 conversions, 16-byte packs,
+// warp and block reductions, launch checks. Every op computes in fp32 and rounds once into
+// the output's dtype; x is read as float, __nv_bfloat16 or __half.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <ATen/core/Tensor.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
+
+namespace hk {
+
+// --- fp32 in, dtype out ------------------------------------------------------------------
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+
+template <typename T> __device__ __forceinline__ T from_f32(float v);
+template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <> __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
+
+// --- 16-byte packs: one LDG.128 / STG.128 per thread ---------------------------------------
+template <typename T> struct alignas(16) Pack {
+    static constexpr int N = 16 / sizeof(T);
+    T v[N];
+};
+
+template <typename T> __device__ __forceinline__ Pack<T> load_pack(const T* p) {
+    return *reinterpret_cast<const Pack<T>*>(p);
+}
+template <typename T> __device__ __forceinline__ void store_pack(T* p, const Pack<T>& v) {
+    *reinterpret_cast<Pack<T>*>(p) = v;
+}
+
+// Elements before the first 16-byte boundary of p: a view at an odd element offset starts
+// with them, read one by one, then the packs.
+template <typename T> inline int64_t head_elements(const T* p, int64_t n) {
+    const auto misalign = static_cast<int64_t>(reinterpret_cast<uintptr_t>(p) % 16);
+    const int64_t head = misalign == 0 ? 0 : (16 - misalign) / static_cast<int64_t>(sizeof(T));
+    return head < n ? head : n;
+}
+
+// --- combines ---------------------------------------------------------------------------------
+struct Add {
+    static constexpr float identity = 0.0f;
+    __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
+};
+
+// The maximum that keeps NaN: fmaxf (IEEE maxNum) would drop it.
+struct MaxNan {
+    static constexpr float identity = -__builtin_huge_valf();
+    __device__ __forceinline__ float operator()(float a, float b) const {
+        return (a != a) ? a : ((b != b || b > a) ? b : a);
+    }
+};
+
+// --- reductions -------------------------------------------------------------------------------
+// Butterfly over the lanes of a full warp (__shfl_xor_sync): the result in every lane, in 5 steps.
+template <typename Op> __device__ __forceinline__ float warp_reduce(float v, Op op) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    return v;
+}
+
+// Two levels: each warp's butterfly, the warps' partials staged in shared memory, warp 0
+// reduces them; the result is broadcast to every thread through shared memory. blockDim.x
+// must be a multiple of 32 (every launch here is). Safe to call several times in a row.
+template <typename Op> __device__ __forceinline__ float block_reduce(float v, Op op) {
+    __shared__ float partial[32];
+    __shared__ float result;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = warp_reduce(v, op);
+    if (lane == 0) partial[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = warp_reduce(lane < warps ? partial[lane] : Op::identity, op);
+        if (lane == 0) result = v;
+    }
+    __syncthreads();
+    v = result;
+    __syncthreads();   // partial and result may be written again by the next call
+    return v;
+}
+
+// --- host side --------------------------------------------------------------------------------
+inline cudaStream_t stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
+
+inline void check_cuda(const at::Tensor& t, const char* name) {
+    TORCH_CHECK(t.is_cuda(), name, " must be a CUDA tensor, got one on ", t.device());
+    TORCH_CHECK(t.is_contiguous(), name, " must be contiguous (a view with strides is not supported)");
+}
+
+inline void check_same(const at::Tensor& a, const at::Tensor& b, const char* what) {
+    TORCH_CHECK(a.scalar_type() == b.scalar_type(), what, ": dtypes differ (", a.scalar_type(), " and ",
+                b.scalar_type(), ")");
+    TORCH_CHECK(a.numel() == b.numel(), what, ": sizes differ (", a.numel(), " and ", b.numel(), ")");
+    TORCH_CHECK(a.device() == b.device(), what, ": devices differ");
+}
+
+inline void check_launch(int64_t threads, int64_t blocks) {
+    TORCH_CHECK(threads >= 32 && threads <= 1024 && threads % 32 == 0,
+                "threads per block must be a multiple of 32 from 32 to 1024, got ", threads);
+    TORCH_CHECK(blocks >= 1 && blocks <= 2147483647, "blocks must be from 1 to 2^31-1, got ", blocks);
+}
+
+}  // namespace hk
+
+// Dispatch on the tensor's dtype to a body that uses `scalar_t` (float, __nv_bfloat16, __half).
+#define HK_DISPATCH(dtype, name, ...)                                                            \
+    [&] {                                                                                        \
+        switch (dtype) {                                                                         \
+            case at::ScalarType::Float: { using scalar_t = float; return __VA_ARGS__(); }        \
+            case at::ScalarType::BFloat16: { using scalar_t = __nv_bfloat16; return __VA_ARGS__(); } \
+            case at::ScalarType::Half: { using scalar_t = __half; return __VA_ARGS__(); }        \
+            default: TORCH_CHECK(false, name, ": dtype ", dtype, " is not supported (float32, bfloat16, float16)"); \
+        }                                                                                        \
+    }()

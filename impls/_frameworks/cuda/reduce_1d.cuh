@@ -1,0 +1,136 @@
+// One fp32 value from a 1-D tensor (sum, max), in the two ways the seed compares.
+//   two_pass: each block reduces its grid-stride share (16-byte packs, UNROLL in flight,
+//             an accumulator per pack in flight) to a partial; a second kernel, one block,
+//             reduces the partials in one fixed tree. Same grid, same trees: the same bits
+//             every run. The partials cost 8·blocks bytes: nothing against N·s.
+//   atomic:   each block combines its partial into an accumulator with one atomic, then takes
+//             a ticket; the block with the last ticket moves the total into the result and
+//             resets the accumulator and the counter for the next launch. One launch; for a
+//             sum the order of the additions, and so its bits, change from run to run.
+#pragma once
+
+#include "common.cuh"
+
+namespace hk {
+
+// Atomics on an fp32 slot that starts (and is left) as 0 bits.
+struct AtomicAdd {
+    __device__ static void combine(float* slot, float v) { atomicAdd(slot, v); }
+    __device__ static float take(float* slot) { return atomicExch(slot, 0.0f); }
+};
+
+// Max through an unsigned key ordered as the floats are (negative values bit-flipped,
+// positive ones with the sign bit set), so atomicMax on the key is a max on the value; any
+// NaN is the largest key. 0 sits below -inf: the reset value.
+struct AtomicMaxNan {
+    __device__ static unsigned key(float v) {
+        if (v != v) return 0xffffffffu;
+        const unsigned bits = __float_as_uint(v);
+        return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+    }
+    __device__ static void combine(float* slot, float v) { atomicMax(reinterpret_cast<unsigned*>(slot), key(v)); }
+    __device__ static float take(float* slot) {
+        const unsigned k = atomicExch(reinterpret_cast<unsigned*>(slot), 0u);
+        if (k == 0xffffffffu) return __uint_as_float(0x7fc00000u);
+        return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+    }
+};
+
+constexpr int REDUCE_UNROLL = 4;
+
+// This thread's share of x: the head (before the first 16-byte boundary) and the tail one
+// by one, the packs UNROLL at a time, each pack in flight into an accumulator of its own.
+template <typename T, typename Op>
+__device__ __forceinline__ float thread_share(const T* __restrict__ x, int64_t head, int64_t packs, int64_t n, Op op) {
+    constexpr int N = Pack<T>::N;
+    const int64_t tid = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
+    float acc[REDUCE_UNROLL];
+#pragma unroll
+    for (int u = 0; u < REDUCE_UNROLL; ++u) acc[u] = Op::identity;
+    if (tid < head) acc[0] = to_f32(x[tid]);
+    const T* xb = x + head;
+    for (int64_t i = tid; i < packs; i += stride * REDUCE_UNROLL) {
+        Pack<T> v[REDUCE_UNROLL];
+#pragma unroll
+        for (int u = 0; u < REDUCE_UNROLL; ++u)
+            if (i + u * stride < packs) v[u] = load_pack(xb + (i + u * stride) * N);
+#pragma unroll
+        for (int u = 0; u < REDUCE_UNROLL; ++u)
+            if (i + u * stride < packs) {
+#pragma unroll
+                for (int e = 0; e < N; ++e) acc[u] = op(acc[u], to_f32(v[u].v[e]));
+            }
+    }
+    for (int64_t i = head + packs * N + tid; i < n; i += stride) acc[0] = op(acc[0], to_f32(x[i]));
+    float total = acc[0];
+#pragma unroll
+    for (int u = 1; u < REDUCE_UNROLL; ++u) total = op(total, acc[u]);
+    return total;
+}
+
+template <typename T, typename Op>
+__global__ void reduce_partials(const T* __restrict__ x, int64_t head, int64_t packs, int64_t n, float* partials) {
+    const float v = block_reduce(thread_share(x, head, packs, n, Op{}), Op{});
+    if (threadIdx.x == 0) partials[blockIdx.x] = v;
+}
+
+template <typename Op>
+__global__ void reduce_finish(const float* __restrict__ partials, int64_t count, float* out) {
+    float v = Op::identity;
+    for (int64_t i = threadIdx.x; i < count; i += blockDim.x) v = Op{}(v, partials[i]);
+    v = block_reduce(v, Op{});
+    if (threadIdx.x == 0) *out = v;
+}
+
+template <typename T, typename Op, typename Atomic>
+__global__ void reduce_atomic(const T* __restrict__ x, int64_t head, int64_t packs, int64_t n, float* accumulator,
+                              unsigned* tickets, float* out) {
+    const float v = block_reduce(thread_share(x, head, packs, n, Op{}), Op{});
+    if (threadIdx.x == 0) {
+        Atomic::combine(accumulator, v);
+        __threadfence();   // the combine is visible before the ticket that counts it
+        if (atomicAdd(tickets, 1u) == gridDim.x - 1) {
+            __threadfence();
+            *out = Atomic::take(accumulator);
+            *tickets = 0u;
+        }
+    }
+}
+
+constexpr int FINISH_THREADS = 1024;
+
+// One launch (atomic) or two (two_pass) on the current stream, each error-checked.
+// scratch: fp32, at least ``blocks`` elements for two_pass; two zeroed words (the
+// accumulator, then the ticket counter) for atomic, which every launch leaves zeroed.
+template <typename Op, typename Atomic>
+void launch_reduce_1d(const at::Tensor& x, const at::Tensor& out, const at::Tensor& scratch, bool atomic,
+                      int64_t threads, int64_t blocks, const char* name) {
+    check_cuda(x, name);
+    check_cuda(out, name);
+    check_cuda(scratch, name);
+    check_launch(threads, blocks);
+    TORCH_CHECK(out.scalar_type() == at::kFloat && out.numel() == 1, name, ": out must be one float32");
+    TORCH_CHECK(scratch.scalar_type() == at::kFloat, name, ": scratch must be float32");
+    TORCH_CHECK(scratch.numel() >= (atomic ? 2 : blocks), name, ": scratch holds ", scratch.numel(),
+                " floats; it needs ", atomic ? 2 : blocks);
+    TORCH_CHECK(x.numel() > 0, name, ": x is empty");
+    const auto s = stream();
+    float* work = scratch.data_ptr<float>();
+    HK_DISPATCH(x.scalar_type(), name, [&] {
+        const auto* p = static_cast<const scalar_t*>(x.data_ptr());
+        const int64_t n = x.numel(), head = head_elements(p, n), packs = (n - head) / Pack<scalar_t>::N;
+        if (atomic) {
+            reduce_atomic<scalar_t, Op, Atomic><<<blocks, threads, 0, s>>>(
+                p, head, packs, n, work, reinterpret_cast<unsigned*>(work + 1), out.data_ptr<float>());
+            C10_CUDA_KERNEL_LAUNCH_CHECK();
+        } else {
+            reduce_partials<scalar_t, Op><<<blocks, threads, 0, s>>>(p, head, packs, n, work);
+            C10_CUDA_KERNEL_LAUNCH_CHECK();
+            reduce_finish<Op><<<1, FINISH_THREADS, 0, s>>>(work, blocks, out.data_ptr<float>());
+            C10_CUDA_KERNEL_LAUNCH_CHECK();
+        }
+    });
+}
+
+}  // namespace hk

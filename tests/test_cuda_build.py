@@ -1,0 +1,127 @@
+"""The CUDA C++ kernels on a machine without a GPU: every .cu compiles for sm_90 with this
+machine's nvcc and no warning; the binding modules register every op and variant; the
+framework says why it cannot run, and a build failure reaches the plan as a reason."""
+from __future__ import annotations
+
+import os
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness import registry
+from impls._frameworks.cuda import build
+
+IN_CI = os.environ.get("CI") == "true"
+
+
+def _nvcc_or_skip() -> str:
+    compiler = build.nvcc()
+    if compiler is None:
+        if IN_CI:
+            pytest.fail("nvcc is not on this CI machine: the CUDA sources cannot be compile-checked")
+        pytest.skip("no nvcc here")
+    return compiler
+
+
+def _compile_command(compiler: str, source: Path, out: Path, stub: Path) -> list[str]:
+    """nvcc -c for sm_90 with the flags the build gives (FLAGS, torch's own nvcc flags) and
+    torch's headers. The CPU wheel of torch lacks one header its CUDA build generates
+    (c10/cuda/impl/cuda_cmake_macros.h, a single define): ``stub`` holds it."""
+    from torch.utils import cpp_extension
+    root = Path(torch.__file__).parent / "include"
+    return [compiler, "-c", str(source), "-o", str(out), "-std=c++20", *build.FLAGS, *cpp_extension.COMMON_NVCC_FLAGS,
+            "-gencode", "arch=compute_90,code=sm_90", "-Xcompiler", "-fPIC", "-I", str(build.HERE), "-I", str(root),
+            "-I", str(root / "torch" / "csrc" / "api" / "include"), "-I", str(stub)]
+
+
+@pytest.mark.slow
+def test_every_cuda_source_compiles_for_sm90_without_warnings(tmp_path):
+    compiler = _nvcc_or_skip()
+    stub = tmp_path / "stub"
+    (stub / "c10" / "cuda" / "impl").mkdir(parents=True)
+    (stub / "c10" / "cuda" / "impl" / "cuda_cmake_macros.h").write_text("#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n")
+    sources = build.sources()
+    assert sources, "no .cu files under impls/"
+
+    def compile_one(source):
+        cmd = _compile_command(compiler, source, tmp_path / f"{source.parent.name}-{source.stem}.o", stub)
+        return source, subprocess.run(cmd, capture_output=True, text=True)
+
+    with ThreadPoolExecutor(os.cpu_count() or 2) as pool:
+        results = list(pool.map(compile_one, sources))
+    for source, proc in results:
+        output = proc.stdout + proc.stderr
+        assert proc.returncode == 0, f"{source} does not compile:\n{output[-3000:]}"
+        assert "warning" not in output.lower(), f"{source} compiles with warnings:\n{output[-3000:]}"
+
+
+def test_every_op_of_the_catalogue_has_its_cuda_kernels_registered():
+    registry.ops()
+    expected = {("copy", "-"), ("scale", "naive"), ("scale", "vector"), ("sum", "naive"), ("sum", "two_pass"),
+                ("sum", "atomic"), ("max", "two_pass"), ("max", "atomic")}
+    for op in {op for op, _ in expected}:
+        impls, failures = registry.load_impls(op, ["cuda"])
+        assert not failures, failures
+    found = {(k[0], k[2]) for k in registry.registered() if k[1] == "cuda"}
+    assert expected <= found, expected - found
+    assert registry.role_of("cuda") == registry.OURS
+
+
+def test_the_cuda_framework_says_why_it_cannot_run_on_a_cpu():
+    reason = registry.frameworks()["cuda"].unusable(torch.device("cpu"))
+    assert reason and "NVIDIA GPU" in reason
+
+
+def test_a_build_failure_is_the_reason_the_cuda_impls_are_skipped(monkeypatch):
+    def broken():
+        raise build.BuildError("building the CUDA kernels failed (CalledProcessError): sum.cu(12): error: ...")
+    monkeypatch.setattr(build, "load", broken)
+    reason = registry.frameworks()["cuda"].unusable(torch.device("cuda"))
+    assert reason.startswith("building the CUDA kernels failed") and "sum.cu(12)" in reason
+
+
+def test_the_build_is_named_by_what_decides_the_binary(monkeypatch):
+    if build.nvcc() is None:
+        pytest.skip("no nvcc here")
+    first = build.build_hash()
+    assert build.build_hash() == first
+    monkeypatch.setenv(build.ARCH_ENV, "9.0 10.0")
+    assert build.build_hash() != first
+    monkeypatch.setenv(build.ARCH_ENV, "sm90")
+    with pytest.raises(build.BuildError, match="compute capabilities"):
+        build.arch()
+
+
+def test_a_kept_build_is_found_without_compiling(monkeypatch, tmp_path):
+    if build.nvcc() is None:
+        pytest.skip("no nvcc here")
+    kept = tmp_path / build.build_hash()
+    kept.mkdir()
+    (kept / f"{build.NAME}.so").write_bytes(b"")
+    monkeypatch.setenv(build.PREBUILT_ENV, str(tmp_path))
+    monkeypatch.setattr("torch.utils.cpp_extension.load", lambda *a, **k: pytest.fail("compiled a kept build"))
+    assert build.build() == kept / f"{build.NAME}.so"
+
+
+def test_the_naive_sums_scratch_holds_every_pass_but_the_last():
+    from impls.sum.cuda import naive_scratch
+
+    def passes(n, threads):   # the kernel's own loop (sum.cu), in Python
+        sizes = []
+        while n > threads:
+            n = -(-n // threads)
+            sizes.append(n)
+        return sizes
+    for n in (1, 7, 256, 257, 65536, 65537, 1000003, 2 ** 28):
+        assert naive_scratch(n, 256) >= sum(passes(n, 256))
+
+
+def test_the_image_build_script_runs_the_same_build():
+    import sys
+    proc = subprocess.run(["bash", "scripts/build-extensions", "--help"], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parent.parent, env={**os.environ, "PYTHON": sys.executable})
+    assert proc.returncode == 0, proc.stderr
+    assert "impls/*/*.cu" in proc.stdout and "--out" in proc.stdout
