@@ -130,6 +130,8 @@ class Record:
 
     @property
     def case_key(self) -> tuple[str, str, str, str, str]:
+        """A case: op, impl (with its series settings), variant, dtype and shape. The GPU is
+        not in it: group records by GPU first where several GPUs meet."""
         return (*self.series_key, self.shape_str)
 
     def as_dict(self) -> dict[str, Any]:
@@ -139,6 +141,17 @@ class Record:
     def from_dict(cls, d: dict[str, Any]) -> "Record":
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def latest(records: list[Record]) -> list[Record]:
+    """The latest record (by its timestamp) of each case, in the order the cases first came:
+    a case measured again replaces its earlier record, whatever the order of the files."""
+    found: dict[tuple, Record] = {}
+    for r in records:
+        key = r.case_key
+        if key not in found or (r.timestamp or "") >= (found[key].timestamp or ""):
+            found[key] = r
+    return list(found.values())
 
 
 # Framework settings whose other values make a series of their own: torch.compile compiled
