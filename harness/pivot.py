@@ -5,10 +5,9 @@ case is not a plain passing result.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-from harness.record import Record, impl_label, series_label
+from harness.record import Record, by_size, impl_label, series_label
 from harness.sinks import console
 
 
@@ -18,9 +17,8 @@ def label(r: Record) -> str:
 
 
 def size(r: Record) -> tuple:
-    """A case's place by size: its number of elements, then its dims as numbers (16x4096
-    before 16384x8192; of 8192x16384 and 32768x4096, the one with fewer rows first)."""
-    return (math.prod(r.shape), list(r.shape))
+    """A case's place by the size of its shape (harness.record.by_size)."""
+    return by_size(r.shape)
 
 
 @dataclass

@@ -6,6 +6,7 @@ raises or crashes its worker. Records are plain JSON (one line each in results.j
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import uuid
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -164,6 +165,12 @@ SERIES_SETTINGS = {"torch_compile": {"shapes": "dynamic_rows"}}
 def case_label(op: str, impl: str, variant: str, dtype: str, shape) -> str:
     """A case as a log line names it, before it runs (a CaseSpec) or after (a Record)."""
     return f"{op} {impl_label(impl, variant)} {dtype} {'x'.join(str(n) for n in shape)}"
+
+
+def by_size(shape) -> tuple:
+    """A shape's place among others: its number of elements, then its dims as numbers
+    (16x4096 before 16384x8192; of 8192x16384 and 32768x4096, fewer rows first)."""
+    return (math.prod(shape), list(shape))
 
 
 def impl_label(impl: str, variant: str) -> str:
