@@ -12,7 +12,7 @@ written back in a stable order (op, dtype, shape by size, impl, variant) and
 at the top, then per op and dtype a table with an impl per row and a shape per column,
 each cell the case's median time, GB/s and % of roof, and its status where it did not pass.
 
-A CPU's records (eager on a CPU, Triton's interpreter) are left out: they claim no
+A CPU's records (eager on a CPU, a framework's interpreter) are left out: they claim no
 bandwidth to put beside a GPU's. Exit 2 for a missing or unreadable file, or when the
 files hold no GPU record.
 """
@@ -125,13 +125,14 @@ def _kernels(source: str, kind: str) -> list[str]:
 
 
 def _roof(records: list[Record]) -> str:
-    """The copy roof the page's cases were measured against: its median over their runs,
-    its range, and the kernels that set it."""
-    copy = [r for r in records if r.roof_gbps and r.roof_kind == "copy"] or [r for r in records if r.roof_gbps]
-    if not copy:
+    """The copy roof (or the commonest kind where no case was a copy) the page's cases were
+    measured against: its median over their runs, its range, and the kernels that set it."""
+    roofed = [r for r in records if r.roof_gbps]
+    if not roofed:
         return "none measured"
-    kind = copy[0].roof_kind
-    runs = list({r.invocation_id: r for r in copy}.values())   # one roof per run
+    kinds = Counter(r.roof_kind for r in roofed)
+    kind = "copy" if "copy" in kinds else kinds.most_common(1)[0][0]
+    runs = list({r.invocation_id: r for r in roofed if r.roof_kind == kind}.values())   # one roof per run
     gbps = [r.roof_gbps for r in runs]
     text = f"{kind} {statistics.median(gbps):.0f} GB/s"
     if len(runs) > 1:
