@@ -3,7 +3,7 @@ launchers: what the harness reports beside what NVIDIA's benchmark library measu
 
     python -m harness.nvbench op=rmsnorm impl=all dtype=bf16               # cases >= 256 MiB
     python -m harness.nvbench op=all impl=all dtype=[bf16,fp32] min_bytes=0 out=check.jsonl
-    python -m harness.nvbench render=docs/results/h200-nvbench.jsonl      # the table of saved rows
+    python -m harness.nvbench render=check.jsonl                           # the table of saved rows
 
 The cases are the harness's own plan (the same Hydra keys: op, impl, variant, dtype, sweep,
 shapes), kept where they move at least ``min_bytes`` (default 256 MiB). In one process, per

@@ -6,6 +6,7 @@ raises or crashes its worker. Records are plain JSON (one line each in results.j
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import uuid
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -130,6 +131,8 @@ class Record:
 
     @property
     def case_key(self) -> tuple[str, str, str, str, str]:
+        """A case: op, impl (with its series settings), variant, dtype and shape. The GPU is
+        not in it: group records by GPU first where several GPUs meet."""
         return (*self.series_key, self.shape_str)
 
     def as_dict(self) -> dict[str, Any]:
@@ -139,6 +142,17 @@ class Record:
     def from_dict(cls, d: dict[str, Any]) -> "Record":
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def latest(records: list[Record]) -> list[Record]:
+    """The latest record (by its timestamp) of each case, in the order the cases first came:
+    a case measured again replaces its earlier record, whatever the order of the files."""
+    found: dict[tuple, Record] = {}
+    for r in records:
+        key = r.case_key
+        if key not in found or (r.timestamp or "") >= (found[key].timestamp or ""):
+            found[key] = r
+    return list(found.values())
 
 
 # Framework settings whose other values make a series of their own: torch.compile compiled
@@ -151,6 +165,12 @@ SERIES_SETTINGS = {"torch_compile": {"shapes": "dynamic_rows"}}
 def case_label(op: str, impl: str, variant: str, dtype: str, shape) -> str:
     """A case as a log line names it, before it runs (a CaseSpec) or after (a Record)."""
     return f"{op} {impl_label(impl, variant)} {dtype} {'x'.join(str(n) for n in shape)}"
+
+
+def by_size(shape) -> tuple:
+    """A shape's place among others: its number of elements, then its dims as numbers
+    (16x4096 before 16384x8192; of 8192x16384 and 32768x4096, fewer rows first)."""
+    return (math.prod(shape), list(shape))
 
 
 def impl_label(impl: str, variant: str) -> str:

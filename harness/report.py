@@ -25,27 +25,19 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from harness.record import Record, impl_label, series_label
+from harness import pivot
+from harness.pivot import label, pct
+from harness.record import Record, latest
 from harness.sinks import console
 
 REPORT = "report.html"
 PLOTS = "plots"
 
 
-def label(r: Record) -> str:
-    """The impl as the plots and tables name it: ``torch_compile[static]``, ``triton/two_pass``."""
-    return impl_label(series_label(r.impl, r.impl_config), r.variant)
-
-
 def groups(records: list[Record]) -> dict[tuple[str, str], list[Record]]:
     """Records by (op, dtype), in the order they came; the latest record of a case wins."""
-    latest: dict[tuple, Record] = {}
-    for r in records:
-        key = r.case_key
-        if key not in latest or (r.timestamp or "") >= (latest[key].timestamp or ""):
-            latest[key] = r
     found: dict[tuple[str, str], list[Record]] = defaultdict(list)
-    for r in latest.values():
+    for r in latest(records):
         found[(r.op, r.dtype)].append(r)
     return found
 
@@ -60,14 +52,6 @@ def _bytes_label(n: float, _pos=None) -> str:
             v = n / size
             return f"{v:.0f} {unit}" if v >= 10 or v == int(v) else f"{v:.1f} {unit}"
     return f"{n:.0f} B"
-
-
-def _shapes(recs: list[Record]) -> list[str]:
-    """The group's shapes, smallest bytes first."""
-    first = {}
-    for r in sorted(recs, key=lambda r: (r.bytes, r.shape)):
-        first.setdefault(r.shape_str, r)
-    return list(first)
 
 
 def _title(op: str, dtype: str, recs: list[Record]) -> str:
@@ -126,35 +110,29 @@ def roof_heatmap(op: str, dtype: str, recs: list[Record]):
     from matplotlib.figure import Figure
     if not any(r.pct_roof is not None for r in recs):
         return None
-    shapes = _shapes(recs)
-    impls = sorted({label(r) for r in recs})
-    cell = {(label(r), r.shape_str): r for r in recs}
-    values = [[(cell[(i, s)].pct_roof if (i, s) in cell and plotted(cell[(i, s)])
-                and cell[(i, s)].pct_roof is not None else math.nan) for s in shapes] for i in impls]
+    table = pivot.grid(recs)
+    shapes, impls = table.shapes, table.impls
+    values = [[(r.pct_roof if (r := table.get(i, s)) is not None and plotted(r) and r.pct_roof is not None
+                else math.nan) for s in shapes] for i in impls]
     top = max([v for row in values for v in row if not math.isnan(v)], default=100.0)
     fig = Figure(figsize=(max(6.0, 1.1 * len(shapes) + 3), max(2.5, 0.45 * len(impls) + 1.5)), layout="constrained")
     ax = fig.add_subplot()
     image = ax.imshow(values, cmap="viridis", vmin=0, vmax=max(100.0, top), aspect="auto")
     for y, i in enumerate(impls):
         for x, s in enumerate(shapes):
-            r = cell.get((i, s))
+            r = table.get(i, s)
             if r is None:
                 continue
             v = values[y][x]
-            text = _pct(v) if not math.isnan(v) else console.status_label(r)
+            text = pct(v) if not math.isnan(v) else console.status_label(r)
             ax.text(x, y, text, ha="center", va="center", fontsize="small",
                     color="white" if not math.isnan(v) and v < 0.6 * max(100.0, top) else "black")
     ax.set_xticks(range(len(shapes)), shapes, rotation=30, ha="right")
     ax.set_yticks(range(len(impls)), impls)
-    ax.set_xlabel("shape (smallest bytes first)")
+    ax.set_xlabel("shape (smallest first)")
     ax.set_title(f"% of roof · {_title(op, dtype, recs)}")
     fig.colorbar(image, ax=ax, label="% of roof")
     return fig
-
-
-def _pct(v: float) -> str:
-    """A % of roof: whole numbers from 10 up, two significant digits below (0.017, 3.4)."""
-    return f"{v:.0f}" if v >= 10 else f"{v:.2g}"
 
 
 def _median(values: list[float]) -> float:
@@ -171,22 +149,18 @@ def _png(fig) -> bytes:
 def _cell(r: Record | None) -> str:
     if r is None:
         return ""
-    status = console.status_label(r)
     if r.gbps is None:
-        return f'<span class="status">{html.escape(status)}</span>'
-    pct = f" ({_pct(r.pct_roof)}%)" if r.pct_roof is not None else ""
-    flag = "" if r.status == "ok" and not r.negative_control else f' <span class="status">{html.escape(status)}</span>'
-    return f"{console.sig(r.gbps)}{pct}{flag}"
+        return f'<span class="status">{html.escape(console.status_label(r))}</span>'
+    flag = pivot.flag(r)
+    return html.escape(pivot.rate(r)) + (f' <span class="status">{html.escape(flag)}</span>' if flag else "")
 
 
 def table(recs: list[Record]) -> str:
-    """GB/s (% of roof): a row per shape, a column per impl (the console's pivot, in HTML)."""
-    shapes = _shapes(recs)
-    impls = sorted({label(r) for r in recs})
-    cell = {(label(r), r.shape_str): r for r in recs}
-    head = "".join(f"<th>{html.escape(i)}</th>" for i in impls)
-    rows = "".join(f"<tr><th>{html.escape(s)}</th>" + "".join(f"<td>{_cell(cell.get((i, s)))}</td>" for i in impls)
-                   + "</tr>" for s in shapes)
+    """GB/s (% of roof): a row per impl, a column per shape (harness.pivot), in HTML."""
+    grid = pivot.grid(recs)
+    head = "".join(f"<th>{html.escape(s)}</th>" for s in grid.shapes)
+    rows = "".join(f"<tr><th>{html.escape(i)}</th>" + "".join(f"<td>{_cell(grid.get(i, s))}</td>" for s in grid.shapes)
+                   + "</tr>" for i in grid.impls)
     return f'<table><thead><tr><th>GB/s (% of roof)</th>{head}</tr></thead><tbody>{rows}</tbody></table>'
 
 

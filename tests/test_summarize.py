@@ -10,15 +10,19 @@ ROOT = Path(__file__).resolve().parent.parent
 def rec(impl, gbps, variant="-", status="ok", shape=(16, 4096), dtype="bfloat16", ts="2026-11-29T10:00:00",
         **extra):
     return {"op": "rmsnorm", "impl": impl, "variant": variant, "dtype": dtype, "shape": list(shape),
-            "bytes": shape[0] * shape[1] * 4, "gbps": gbps, "pct_roof": gbps / 43, "status": status,
+            "bytes": shape[0] * shape[1] * 4, "gbps": gbps, "pct_roof": gbps and gbps / 43, "status": status,
             "timestamp": ts, "impl_config": {}, "provenance": {"gpu_uuid": "GPU-a"}, **extra}
 
 
-def summarize(tmp_path, records, *args):
+def run(tmp_path, records, *args):
     path = tmp_path / "results.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "summarize"), str(path), *args],
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "summarize"), str(path), *args],
                           capture_output=True, text=True, timeout=60)
+
+
+def summarize(tmp_path, records, *args):
+    proc = run(tmp_path, records, *args)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -53,9 +57,9 @@ def test_a_ratio_resting_on_a_short_record_of_the_old_timer_is_marked(tmp_path):
                                                                             median_us=160.0)]
     out = summarize(tmp_path, records, "--matrix")
     assert "| rmsnorm | 16x4096 | 1.250† | 1.250 |" in out and "| rmsnorm | 32768x4096 | 1.250 |  |" in out
-    assert "before 90fc193" in out
+    assert "old fixed lead" in out
     out = summarize(tmp_path, records[2:], "--matrix")
-    assert "†" not in out and "before" not in out
+    assert "†" not in out and "old fixed lead" not in out
     assert "| 1.250† |" in summarize(tmp_path, records[:2])
 
 
@@ -123,3 +127,28 @@ def test_ours_and_peers_are_the_frameworks_declared_roles(tmp_path):
     out = summarize(tmp_path, records)
     assert "| rmsnorm | bfloat16 | 16x4096 | cuda 60 GB/s |" in out and "eager 30 GB/s" in out and "| 2.000 |" in out
     assert "| rmsnorm | float32 | 16x4096 | triton 50 GB/s |" in out and "| 2.000 |" in out
+
+
+def test_shapes_are_ordered_by_size_not_as_text(tmp_path):
+    shapes = [(16384, 8192), (16, 4096), (8192, 16384), (1823, 781)]
+    records = [rec(impl, 50, shape=shape) for shape in shapes for impl in ("triton", "liger")]
+    expected = ["16x4096", "1823x781", "8192x16384", "16384x8192"]
+    for args in ((), ("--matrix",)):
+        rows = [line.split(" | ")[2 - len(args)] for line in summarize(tmp_path, records, *args).splitlines()[2:]]
+        assert rows == expected
+
+
+def test_an_empty_table_says_why_and_exits_non_zero(tmp_path):
+    """Nothing to compare is an answer to explain, not an empty table with exit 0."""
+    on_cpu = [rec("eager", 3.0, device="cpu", timer="wall", role="peer"),
+              rec("triton", None, device="cpu", timer="wall_interpreter", role="ours")]
+    proc = run(tmp_path, on_cpu)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert "all 2 records were measured on a CPU" in proc.stderr and "no bandwidth to compare" in proc.stderr
+    proc = run(tmp_path, [rec("triton", 50), rec("triton", 40, dtype="float32")], "--matrix")
+    assert proc.returncode == 1 and "no peer measured beside ours: triton" in proc.stderr
+    proc = run(tmp_path, [rec("triton", 50, provenance={"gpu_uuid": "GPU-a"}),
+                          rec("liger", 40, provenance={"gpu_uuid": "GPU-b"})], "--same-gpu")
+    assert proc.returncode == 1 and "no case has ours and a peer measured on one GPU" in proc.stderr
+    proc = run(tmp_path, [rec("triton", 50), rec("liger", 40)], "--min-bytes", str(1 << 30))
+    assert proc.returncode == 1 and "none of the 2 records can be compared: 2 outside --min-bytes" in proc.stderr

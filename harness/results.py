@@ -1,0 +1,271 @@
+"""The published results: one page and the data behind it per GPU model, kept up to date.
+
+    harness-results results.jsonl [more.jsonl ...] [--dir docs/results]
+
+Reads harness records, one JSON object per line (other lines, such as harness.nvbench's
+rows, are skipped and counted), and groups them by the GPU their provenance names. For
+each GPU it merges them into ``<dir>/<slug>.jsonl`` (``h200`` for "NVIDIA H200"): the
+latest record of each case wins (harness.record.latest), so a case measured again
+replaces its record, every other case stays, and no file is added per run. The JSONL is
+written back in a stable order (op, dtype, shape by size, impl, variant) and
+``<dir>/<slug>.md`` is generated from it: the roof, the datasheet peak and the provenance
+at the top, then per op and dtype a table with an impl per row and a shape per column,
+each cell the case's median time, GB/s and % of roof, and its status where it did not pass.
+
+A CPU's records (eager on a CPU, a framework's interpreter) are left out: they claim no
+bandwidth to put beside a GPU's. Exit 2 for a missing or unreadable file, or when the
+files hold no GPU record.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from harness import pivot
+from harness.record import Record, latest
+from harness.sinks import console
+
+# The fields every case record has (Record's identity, and what the runner sets on each);
+# a JSON line without them is some other tool's row, e.g. harness.nvbench's comparisons.
+CASE_FIELDS = ("op", "impl", "variant", "dtype", "shape", "status", "record_id", "timestamp")
+
+
+class BadInput(ValueError):
+    """A file the command cannot use; main prints it and exits 2."""
+
+
+def read(path: Path) -> tuple[list[Record], int]:
+    """(the case records of a JSONL file, how many of its lines were other rows)."""
+    if not path.is_file():
+        raise BadInput(f"{path}: no such file (give the results.jsonl a harness run wrote)")
+    records, others = [], 0
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadInput(f"{path}: cannot be read ({e})") from None
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as e:
+            raise BadInput(f"{path}, line {n}: not JSON ({e}); a results file holds one JSON object "
+                           "per line") from None
+        if not (isinstance(row, dict) and all(k in row for k in CASE_FIELDS)):
+            others += 1
+            continue
+        try:
+            records.append(Record.from_dict(row))
+        except TypeError as e:
+            raise BadInput(f"{path}, line {n}: not a harness record ({e})") from None
+    return records, others
+
+
+def gpu_of(r: Record) -> str | None:
+    """The GPU model a record ran on, as its provenance names it ("NVIDIA H200")."""
+    return (r.provenance or {}).get("gpu_name") or None
+
+
+def on_cpu(r: Record) -> bool:
+    return not r.device.startswith("cuda") or r.timer in ("wall", "wall_interpreter")
+
+
+def slug(gpu: str) -> str:
+    """The files' name for a GPU model: "NVIDIA H200" -> ``h200``, "NVIDIA H100 80GB HBM3" ->
+    ``h100-80gb-hbm3``."""
+    name = re.sub(r"^nvidia\s+", "", gpu.strip().lower())
+    return re.sub(r"[^a-z0-9]+", "-", name).strip("-")
+
+
+def order(r: Record) -> tuple:
+    """The JSONL's order: op, dtype, shape by size, impl, variant (and the series, which
+    tells torch_compile[static] from torch_compile)."""
+    return (r.op, r.dtype, *pivot.size(r), r.impl, r.variant, pivot.label(r))
+
+
+# --- the page --------------------------------------------------------------------------
+
+def _role(r: Record) -> str:
+    if r.role:
+        return r.role
+    from harness.registry import role_of   # records from before the field: the framework declares it
+    return role_of(r.impl)
+
+
+def _cell(r: Record | None) -> str:
+    """``125 us · 4291 (100%)``; a status beside it where the case did not pass; the status
+    alone where nothing was timed."""
+    if r is None:
+        return ""
+    flag = pivot.flag(r)
+    if r.median_us is None:
+        return flag or console.status_label(r)
+    parts = [f"{console.sig(r.median_us)} us"] + ([pivot.rate(r)] if r.gbps is not None else [])
+    return " · ".join(parts) + (f" {flag}" if flag else "")
+
+
+def _values(counts: Counter, most: int = 4) -> str:
+    """``a`` for one value; ``a (12), b (3)`` by count for several, the rest counted."""
+    if len(counts) == 1:
+        return str(next(iter(counts)))
+    shown = ", ".join(f"{v} ({n})" for v, n in counts.most_common(most))
+    return shown + (f" and {len(counts) - most} more" if len(counts) > most else "")
+
+
+def _kernels(source: str, kind: str) -> list[str]:
+    """The kernels that set a roof of this kind, from a record's roof_source ("measured
+    cuda_events, copy by copy_" -> ["copy_"])."""
+    return [part.split(" by ", 1)[1] for part in source.split(", ") if part.startswith(f"{kind} by ")]
+
+
+def _roof(records: list[Record]) -> str:
+    """The copy roof (or the commonest kind where no case was a copy) the page's cases were
+    measured against: its median over their runs, its range, and the kernels that set it."""
+    roofed = [r for r in records if r.roof_gbps]
+    if not roofed:
+        return "none measured"
+    kinds = Counter(r.roof_kind for r in roofed)
+    kind = "copy" if "copy" in kinds else kinds.most_common(1)[0][0]
+    runs = list({r.invocation_id: r for r in roofed if r.roof_kind == kind}.values())   # one roof per run
+    gbps = [r.roof_gbps for r in runs]
+    text = f"{kind} {statistics.median(gbps):.0f} GB/s"
+    if len(runs) > 1:
+        text += f" (the median of {len(runs)} runs, from {min(gbps):.0f} to {max(gbps):.0f})"
+    kernels = Counter(k for r in runs for k in _kernels(r.roof_source, kind))
+    if kernels:
+        text += ", set by " + ", ".join(f"{k} ({n} run{'s' if n > 1 else ''})" for k, n in kernels.most_common())
+    return text + "; each op's roof follows its mix of reads and writes (each table names its own)"
+
+
+def _heading_roof(recs: list[Record]) -> str:
+    roofed = [r for r in recs if r.roof_gbps]
+    if not roofed:
+        return "no roof measured"
+    kind = Counter(r.roof_kind for r in roofed).most_common(1)[0][0]
+    return f"roof {statistics.median(r.roof_gbps for r in roofed if r.roof_kind == kind):.0f} GB/s ({kind})"
+
+
+def _provenance(gpu: str, records: list[Record]) -> list[str]:
+    prov = [r.provenance or {} for r in records]
+    uuids = {p.get("gpu_uuid") for p in prov if p.get("gpu_uuid")}
+    versions = defaultdict(Counter)
+    for p in prov:
+        for name, version in (p.get("versions") or {}).items():
+            versions[name][version] += 1
+    commits = Counter((p.get("git_sha") or "unknown")[:12] + (" (dirty)" if p.get("git_dirty") else "")
+                      for p in prov)
+    peak = next((r.peak_gbps for r in records if r.peak_gbps), None)
+    days = sorted(r.timestamp[:10] for r in records if r.timestamp)
+    runs = len({r.invocation_id for r in records})
+    return [
+        f"- **Roof**: {_roof(records)}.",
+        f"- **Datasheet peak**: {f'{peak:.0f} GB/s' if peak else 'not known for this GPU'}.",
+        f"- **GPU**: {gpu}" + (f", {len(uuids)} of them (by gpu_uuid)" if len(uuids) > 1 else "")
+        + f"; driver {_values(Counter(p.get('driver') or 'unknown' for p in prov))}"
+        + f"; CUDA {_values(Counter(p.get('torch_cuda') or 'unknown' for p in prov))}.",
+        "- **Software**: " + ", ".join(f"{name} {_values(v)}" for name, v in sorted(versions.items())) + ".",
+        f"- **Commits**: {_values(commits)}.",
+        f"- **Measured**: {days[0]} to {days[-1]}, {len(records)} cases in {runs} runs." if days else
+        f"- **Measured**: {len(records)} cases.",
+    ]
+
+
+LEGEND = ("Each cell: median time · GB/s (% of the roof measured on the same GPU in the same run), then "
+          "the status where the case did not pass: FAIL (its correctness checks failed), INVALID (it broke "
+          "the launcher's contract or ran faster than memory allows: no bandwidth claimed), xfail (a negative "
+          "control failing as it should), skipped, ERROR, OOM, CRASH, TIMEOUT (the JSONL's reason says why). "
+          "Role: ours (this project's kernels) or peer (what they are compared against). "
+          "How the numbers are measured: [docs/methodology.md](../methodology.md).")
+
+
+def page(gpu: str, records: list[Record], data_name: str) -> str:
+    """The Markdown page of one GPU's records (the latest of each case)."""
+    lines = [f"# {gpu}", "",
+             f"Generated by `harness-results` from [{data_name}]({data_name}), the latest record of each case "
+             "measured on this GPU model. To add a run, `harness-results <run folder>/results.jsonl`: the cases it "
+             "measured replace their records here, the others stay.", "",
+             *_provenance(gpu, records), "", LEGEND]
+    groups: dict[tuple[str, str], list[Record]] = defaultdict(list)
+    for r in records:
+        groups[(r.op, r.dtype)].append(r)
+    for (op, dtype), recs in sorted(groups.items()):
+        table = pivot.grid(recs)
+        roles = {pivot.label(r): _role(r) for r in recs}
+        lines += ["", f"## {op} · {dtype} · {_heading_roof(recs)}", "",
+                  "| impl | role | " + " | ".join(table.shapes) + " |",
+                  "|:--|:--|" + "--:|" * len(table.shapes)]
+        lines += [f"| {impl} | {roles[impl]} | " + " | ".join(_cell(table.get(impl, s)) for s in table.shapes) + " |"
+                  for impl in table.impls]
+    return "\n".join(lines) + "\n"
+
+
+# --- the files -------------------------------------------------------------------------
+
+def _write(path: Path, text: str) -> None:
+    """Whole or not at all: a reader never sees half a file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def publish(gpu: str, new: list[Record], folder: Path) -> str:
+    """Merge one GPU's new records into its JSONL and regenerate its page; what was done, in words."""
+    data, md = folder / f"{slug(gpu)}.jsonl", folder / f"{slug(gpu)}.md"
+    old, _ = read(data) if data.exists() else ([], 0)
+    merged = sorted(latest(old + new), key=order)
+    old_cases = {r.case_key for r in old}
+    kept = {r.record_id for r in old}
+    replaced = sum(1 for r in merged if r.case_key in old_cases and r.record_id not in kept)
+    added = sum(1 for r in merged if r.case_key not in old_cases)
+    folder.mkdir(parents=True, exist_ok=True)
+    _write(data, "".join(json.dumps(r.as_dict(), default=str) + "\n" for r in merged))
+    _write(md, page(gpu, merged, data.name))
+    return (f"{gpu}: {data} holds {len(merged)} cases ({replaced} measured again, {added} new); "
+            f"{md} regenerated")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="harness-results", description=__doc__.split("\n\n")[0])
+    ap.add_argument("files", nargs="+", type=Path, help="results.jsonl files (the latest record of a case wins)")
+    ap.add_argument("--dir", type=Path, default=Path("docs/results"),
+                    help="the folder of the pages and their JSONL, one of each per GPU (default: docs/results)")
+    args = ap.parse_args(argv)
+    try:
+        records, others = [], 0
+        for path in args.files:
+            found, skipped = read(path)
+            records += found
+            others += skipped
+        by_gpu: dict[str, list[Record]] = defaultdict(list)
+        cpu, unplaced = [], []
+        for r in records:
+            (cpu if on_cpu(r) else unplaced if gpu_of(r) is None else by_gpu[gpu_of(r)]).append(r)
+        if others:
+            print(f"harness-results: skipped {others} lines that are not case records (e.g. harness.nvbench rows)")
+        if cpu:
+            print(f"harness-results: left out {len(cpu)} records measured on a CPU ({cpu[0].case_label}, "
+                  f"timer {cpu[0].timer or 'none'}): a results page holds a GPU's measurements; a CPU's times "
+                  "claim no bandwidth", file=sys.stderr)
+        if unplaced:
+            print(f"harness-results: left out {len(unplaced)} records that name no GPU (a run interrupted "
+                  f"leaves its unfinished cases without one), e.g. {unplaced[0].case_label}: {unplaced[0].reason}")
+        if not by_gpu:
+            what = "records" if records else "case records"
+            raise BadInput(f"no GPU measurements to publish: the files hold {len(records)} {what}"
+                           + (f", {len(cpu)} of them from a CPU; run the harness on a GPU" if cpu else ""))
+        for gpu, recs in sorted(by_gpu.items()):
+            print(f"harness-results: {publish(gpu, recs, args.dir)}")
+    except BadInput as e:
+        print(f"harness-results: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

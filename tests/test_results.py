@@ -1,0 +1,184 @@
+"""harness.results: one page and one JSONL per GPU model, a case measured again replacing its record."""
+import json
+import math
+
+from harness import results
+from harness.record import Record
+from harness.sinks.jsonl import JsonlSink
+
+H200 = {"gpu_name": "NVIDIA H200", "gpu_uuid": "GPU-a", "driver": "580.159.04", "torch_cuda": "13.0",
+        "versions": {"torch": "2.11.0", "triton": "3.6.0"}, "git_sha": "0123456789abcdef", "git_dirty": False}
+
+
+def case(impl, shape, gbps, variant="-", status="ok", dtype="bfloat16", when="2026-12-01T10:00:00+00:00",
+         run="run-1", gpu=H200, role="ours", roof=4250.0, **extra):
+    n = math.prod(shape) * 4
+    r = Record(op="rmsnorm", impl=impl, variant=variant, dtype=dtype, shape=list(shape), status=status,
+               role=role, device="cuda:0", timer="cuda_events", bytes=n,
+               median_us=(n / gbps / 1e3) if gbps else None, gbps=gbps,
+               pct_roof=100 * gbps / roof if gbps else None, roof_gbps=roof, roof_kind="copy",
+               roof_source="measured cuda_events, copy by copy_", peak_gbps=4800.0,
+               provenance=dict(gpu), invocation_id=run, timestamp=when)
+    for name, value in extra.items():
+        setattr(r, name, value)
+    return r
+
+
+def results_file(path, records, extra_lines=()):
+    sink = JsonlSink(path)
+    for r in records:
+        sink.write(r)
+    with open(path, "a") as f:
+        f.writelines(line + "\n" for line in extra_lines)
+    return path
+
+
+def saved(folder, name="h200.jsonl"):
+    return [json.loads(line) for line in (folder / name).read_text().splitlines()]
+
+
+def test_a_case_measured_again_replaces_its_record_and_the_other_cases_stay(tmp_path):
+    out = tmp_path / "results"
+    first = results_file(tmp_path / "a.jsonl", [case("triton", (16, 4096), 50.0), case("eager", (16, 4096), 30.0)])
+    assert results.main([str(first), "--dir", str(out)]) == 0
+    again = results_file(tmp_path / "b.jsonl", [case("triton", (16, 4096), 60.0, when="2026-12-02T10:00:00+00:00",
+                                                     run="run-2")])
+    assert results.main([str(again), "--dir", str(out)]) == 0
+    rows = {(r["impl"], r["invocation_id"]): r["gbps"] for r in saved(out)}
+    assert rows == {("triton", "run-2"): 60.0, ("eager", "run-1"): 30.0}
+
+
+def test_an_older_record_fed_again_does_not_displace_the_latest(tmp_path):
+    out = tmp_path / "results"
+    new = results_file(tmp_path / "new.jsonl", [case("triton", (16, 4096), 60.0, when="2026-12-02T10:00:00+00:00")])
+    old = results_file(tmp_path / "old.jsonl", [case("triton", (16, 4096), 50.0)])
+    assert results.main([str(new), str(old), "--dir", str(out)]) == 0
+    assert results.main([str(old), "--dir", str(out)]) == 0
+    assert [r["gbps"] for r in saved(out)] == [60.0]
+
+
+def test_a_series_setting_keeps_its_own_case(tmp_path):
+    """torch_compile compiled per shape is not the one compiled once per row length: one
+    does not replace the other."""
+    out = tmp_path / "results"
+    f = results_file(tmp_path / "a.jsonl", [
+        case("torch_compile", (16, 4096), 40.0, role="peer", impl_config={"shapes": "dynamic_rows"}),
+        case("torch_compile", (16, 4096), 45.0, role="peer", impl_config={"shapes": "static"},
+             when="2026-12-02T10:00:00+00:00")])
+    assert results.main([str(f), "--dir", str(out)]) == 0
+    assert sorted(r["gbps"] for r in saved(out)) == [40.0, 45.0]
+    assert "| torch_compile[static] | peer |" in (out / "h200.md").read_text()
+
+
+def test_one_file_pair_per_gpu_model_and_none_per_run(tmp_path):
+    out = tmp_path / "results"
+    h100 = {**H200, "gpu_name": "NVIDIA H100 80GB HBM3"}
+    for n in range(3):
+        f = results_file(tmp_path / f"run{n}.jsonl", [case("triton", (16, 4096), 50.0 + n, run=f"run-{n}"),
+                                                      case("triton", (16, 4096), 40.0, run=f"run-{n}", gpu=h100)])
+        assert results.main([str(f), "--dir", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["h100-80gb-hbm3.jsonl", "h100-80gb-hbm3.md",
+                                                     "h200.jsonl", "h200.md"]
+    assert len(saved(out)) == 1 and len(saved(out, "h100-80gb-hbm3.jsonl")) == 1
+    assert (out / "h100-80gb-hbm3.md").read_text().startswith("# NVIDIA H100 80GB HBM3\n")
+
+
+def test_the_page_orders_shapes_by_size_and_the_jsonl_by_op_dtype_size_impl(tmp_path):
+    out = tmp_path / "results"
+    f = results_file(tmp_path / "a.jsonl", [
+        case("triton", (16384, 8192), 4000.0), case("triton", (16, 4096), 50.0), case("eager", (16384, 8192), 2000.0),
+        case("triton", (1823, 781), 700.0), case("eager", (16, 4096), 30.0),
+        case("triton", (16, 4096), 40.0, dtype="float32")])
+    assert results.main([str(f), "--dir", str(out)]) == 0
+    page = (out / "h200.md").read_text()
+    assert "| impl | role | 16x4096 | 1823x781 | 16384x8192 |" in page   # as numbers, not as text
+    assert page.index("## rmsnorm · bfloat16") < page.index("## rmsnorm · float32")
+    order = [(r["dtype"], r["shape"], r["impl"]) for r in saved(out)]
+    assert order == [("bfloat16", [16, 4096], "eager"), ("bfloat16", [16, 4096], "triton"),
+                     ("bfloat16", [1823, 781], "triton"), ("bfloat16", [16384, 8192], "eager"),
+                     ("bfloat16", [16384, 8192], "triton"), ("float32", [16, 4096], "triton")]
+
+
+def test_each_cell_gives_time_rate_and_a_status_where_the_case_did_not_pass(tmp_path):
+    out = tmp_path / "results"
+    invalid = case("cuda", (16, 4096), None, status="invalid", role="ours", median_us=0.5)
+    f = results_file(tmp_path / "a.jsonl", [
+        case("triton", (32768, 4096), 4250.0), case("liger", (32768, 4096), 4000.0, status="fail", role="peer"),
+        case("eager", (32768, 4096), None, status="skipped", role="peer", reason="not installed"), invalid])
+    assert results.main([str(f), "--dir", str(out)]) == 0
+    page = (out / "h200.md").read_text()
+    assert "| triton | ours |  | 126 us · 4250 (100%) |" in page
+    assert "| liger | peer |  | 134 us · 4000 (94%) FAIL |" in page
+    assert "| eager | peer |  | skipped |" in page
+    assert "| cuda | ours | 0.5 us INVALID |  |" in page   # its time kept, no bandwidth claimed
+
+
+def test_the_page_opens_with_the_roof_the_peak_and_the_provenance(tmp_path):
+    out = tmp_path / "results"
+    later = {**H200, "gpu_uuid": "GPU-b", "git_sha": "fedcba9876543210"}
+    f = results_file(tmp_path / "a.jsonl", [
+        case("triton", (16, 4096), 50.0),
+        case("triton", (32768, 4096), 4250.0, roof=4290.0, run="run-2", gpu=later, when="2026-12-03T09:00:00+00:00")])
+    assert results.main([str(f), "--dir", str(out)]) == 0
+    head = (out / "h200.md").read_text().split("\n## ")[0]
+    assert head.startswith("# NVIDIA H200\n")
+    assert "**Roof**: copy 4270 GB/s (the median of 2 runs, from 4250 to 4290), set by copy_ (2 runs)" in head
+    assert "**Datasheet peak**: 4800 GB/s" in head
+    assert "NVIDIA H200, 2 of them (by gpu_uuid); driver 580.159.04; CUDA 13.0" in head
+    assert "torch 2.11.0, triton 3.6.0" in head
+    assert "0123456789ab (1), fedcba987654 (1)" in head
+    assert "2026-12-01 to 2026-12-03, 2 cases in 2 runs" in head
+
+
+def test_cpu_records_are_refused_for_the_page_with_the_reason(tmp_path, capsys):
+    out = tmp_path / "results"
+    cpu = case("triton", (16, 4096), None, gpu={"gpu_name": None}, device="cpu", timer="wall_interpreter",
+               median_us=9000.0)
+    only_cpu = results_file(tmp_path / "cpu.jsonl", [cpu])
+    assert results.main([str(only_cpu), "--dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "left out 1 records measured on a CPU" in err and "no GPU measurements to publish" in err
+    assert not out.exists()
+    mixed = results_file(tmp_path / "mixed.jsonl", [cpu, case("triton", (16, 4096), 50.0)])
+    assert results.main([str(mixed), "--dir", str(out)]) == 0
+    assert "measured on a CPU" in capsys.readouterr().err
+    assert [r["device"] for r in saved(out)] == ["cuda:0"]
+
+
+def test_lines_that_are_not_case_records_are_skipped_and_counted(tmp_path, capsys):
+    nvbench_row = json.dumps({"op": "copy", "impl": "eager", "variant": "-", "dtype": "bfloat16", "shape": [4096],
+                              "harness_median_us": 4.4, "nvbench_cold_median_us": 4.5})
+    f = results_file(tmp_path / "a.jsonl", [case("triton", (16, 4096), 50.0)], [nvbench_row, nvbench_row])
+    assert results.main([str(f), "--dir", str(tmp_path / "results")]) == 0
+    assert "skipped 2 lines that are not case records" in capsys.readouterr().out
+    assert len(saved(tmp_path / "results")) == 1
+
+
+def test_bad_input_exits_2_with_a_message_naming_the_problem(tmp_path, capsys):
+    out = ["--dir", str(tmp_path / "results")]
+    assert results.main([str(tmp_path / "missing.jsonl"), *out]) == 2
+    assert "missing.jsonl: no such file" in capsys.readouterr().err
+    garbled = tmp_path / "garbled.jsonl"
+    garbled.write_text(json.dumps(case("triton", (16, 4096), 50.0).as_dict()) + "\n{not json\n")
+    assert results.main([str(garbled), *out]) == 2
+    assert "garbled.jsonl, line 2: not JSON" in capsys.readouterr().err
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    assert results.main([str(empty), *out]) == 2
+    assert "no GPU measurements to publish: the files hold 0 case records" in capsys.readouterr().err
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_gpu_name_becomes_a_short_file_name():
+    assert results.slug("NVIDIA H200") == "h200"
+    assert results.slug("NVIDIA H100 80GB HBM3") == "h100-80gb-hbm3"
+
+
+def test_records_naming_no_gpu_are_left_out_and_counted(tmp_path, capsys):
+    """A run interrupted leaves its unfinished cases with no provenance: no GPU page can hold them."""
+    unfinished = case("eager", (16, 4096), None, status="skipped", gpu={},
+                      reason="the run was interrupted (SIGINT) before this case")
+    f = results_file(tmp_path / "a.jsonl", [case("triton", (16, 4096), 50.0), unfinished])
+    assert results.main([str(f), "--dir", str(tmp_path / "results")]) == 0
+    assert "left out 1 records that name no GPU" in capsys.readouterr().out
+    assert [r["impl"] for r in saved(tmp_path / "results")] == ["triton"]
