@@ -209,7 +209,7 @@ def test_the_next_process_takes_the_tuned_choice_from_disk(tmp_path):
 
 
 def test_compiled_code_prints_the_peer_s_triton_kernel():
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "compiled-code"), "softmax", "16x4096", "fp32"],
+    proc = subprocess.run([sys.executable, str(ROOT / "devtools" / "compiled-code"), "softmax", "16x4096", "fp32"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     tail = "\n".join(proc.stderr.splitlines()[-15:])
