@@ -167,7 +167,8 @@ def _summary(records: list[Record]) -> list[str]:
         counts[status_label(r)] += 1
     lines = ["", "cases: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))]
     if any(r.timer == "wall_interpreter" for r in records):
-        lines.append("* interpreter wall-clock time (TRITON_INTERPRET=1): correctness only, no bandwidth claimed")
+        lines.append("* interpreter wall-clock time (GPU kernels run by an interpreter on the CPU): correctness only, "
+                     "no bandwidth claimed")
     if any(r.timer == "wall" for r in records):
         lines.append("CPU wall-clock times: not GPU measurements")
     if any(in_cache(r) for r in records):

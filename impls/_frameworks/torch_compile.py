@@ -28,6 +28,7 @@ def shapes() -> str:
 
 class TorchCompile(Framework):
     name = "torch_compile"
+    config_settings = {"torch_compile_shapes": ("HARNESS_TORCH_COMPILE_SHAPES", SHAPES)}
 
     def settings(self):
         return {"shapes": shapes()}
