@@ -155,23 +155,28 @@ def test_a_record_has_its_sustained_bandwidth_against_the_sustained_roof(cpu_run
     assert rec.pct_roof == pytest.approx(100 * (8000 / 10e-6 / 1e9) / 4000)
 
 
-def test_the_streaming_kernels_read_and_copy_every_tile_once():
-    """Triton's streaming read and copy for the roof (under its interpreter, in a process of its
-    own: the kernels are compiled or interpreted as their module is imported), each shape
-    on a grid of a few programs and of one per tile: the read's partials add up to the
-    buffer's sum and the copy is exact, so no tile is skipped or read twice."""
+def test_triton_offers_the_roof_streaming_kernels_that_read_and_copy_every_tile_once():
+    """Triton's streaming read and copy, as the roof receives them (Framework.roof_kernels,
+    under the names the roof records), run under its interpreter in a process of its own
+    (the kernels are compiled or interpreted as their module is imported), on a GPU of one
+    SM: each shape on a grid of a few programs or of one per tile. The read's partials add
+    up to the buffer's sum and the copy is exact, so no tile is skipped or read twice."""
     code = (
-        "import torch\n"
-        "from impls._frameworks.triton import roof\n"
+        "import types, torch\n"
+        "torch.cuda.get_device_properties = lambda device: types.SimpleNamespace(multi_processor_count=1)\n"
+        "from harness import registry, roofline\n"
         "src = torch.randint(0, 8, (8192 * 6,), generator=torch.Generator().manual_seed(3)).float()\n"
-        "reads = roof.reads(src, sms=1)\n"
-        "assert len(reads) == len(roof.READ_SHAPES), list(reads)\n"
+        "dst = torch.empty_like(src)\n"
+        "every = {}\n"
+        "reads, copies = roofline.framework_kernels({'triton': registry.frameworks()['triton']}, src, dst, every)\n"
+        "assert not every, every\n"
+        "assert list(reads) == ['stream read 4096x8w 8/SM', 'stream read 8192x16w 4/SM',\n"
+        "                       'stream read 2048x4w 16/SM'], list(reads)\n"
+        "assert list(copies) == ['stream copy 1024x4w 1/tile', 'stream copy 4096x8w 8/SM',\n"
+        "                        'stream copy 2048x4w 16/SM'], list(copies)\n"
         "for name, launch in reads.items():\n"
         "    got = launch().sum().item()\n"
         "    assert got == src.sum().item(), (name, got, src.sum().item())\n"
-        "dst = torch.empty_like(src)\n"
-        "copies = roof.copies(src, dst, sms=1)\n"
-        "assert len(copies) == len(roof.COPY_SHAPES), list(copies)\n"
         "for name, launch in copies.items():\n"
         "    dst.fill_(-1)\n"
         "    launch()\n"
