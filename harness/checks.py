@@ -96,8 +96,8 @@ def compare(got: torch.Tensor, ref: torch.Tensor, tol: Tol, scale, case: str, se
         unwritten = int((nan_out & ~nan_ref).sum())
         got_v, want_v = float(at_first(out)), float(at_first(ref))
         # The band at that element, not just rtol and atol: atol is scaled by the op's
-        # per-element size of the cancelling terms, which can be far below 1 (r102: an
-        # allowed band of ~4e-45 where 'atol 1.91e-06' alone read as a wide one).
+        # per-element size of the cancelling terms, which can be far below 1 (an allowed
+        # band of ~4e-45 where 'atol 1.91e-06' alone reads as a wide one).
         detail = (f"{n_bad} of {ref.numel()} elements outside tolerance (rtol {tol.rtol:.3g}, "
                   f"atol {tol.atol:.3g}); first at flat index {first}: got {got_v!r}, "
                   f"want {want_v!r}")

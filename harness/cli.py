@@ -259,8 +259,9 @@ def _process_done(k: int, n: int, rec: Record) -> None:
 def _stop(runner, interrupted: bool) -> bool:
     """Stop the case runner (an isolated one's worker process); whether the run was
     interrupted. A SIGINT while the worker winds down (a time limit landing just after
-    the last case: r29 on the H200 lost its table so, its records safe in the JSONL)
-    kills the worker instead, and the table and the MLflow parent run still follow."""
+    the last case, which would otherwise cost the run its table, though not its records:
+    those are in the JSONL) kills the worker instead, and the table and the MLflow parent
+    run still follow."""
     if runner is None or not hasattr(runner, "stop"):
         return interrupted
     try:

@@ -1,8 +1,8 @@
 """SIGINT, taken once. A sweep's time limit is GNU ``timeout --signal=INT``, which signals
 the command and then the whole process group: the harness gets the same SIGINT twice, the
-second while it is still saving what the first cut. r96 (H200) lost a cell so: its three
-impls had finished 3, 2 and 3 of their processes, and the echo, landing in the handler
-that merges them, left one error and two skipped records. ``sigint_once`` raises
+second while it is still saving what the first cut: the echo, landing in the handler that
+merges a cell's finished processes, would turn finished processes into error and skipped
+records. ``sigint_once`` raises
 KeyboardInterrupt for a SIGINT as Python does, and ignores one arriving within
 ``echo_s`` of the last: that is the echo. A later one (a second Ctrl-C) interrupts again.
 The worker process ignores SIGINT altogether (harness.worker): its parent stops it.

@@ -89,16 +89,16 @@ class Plan:
         return [c for c in self.cases if not c.skip_reason]
 
 
-def _framework_settings(cfg) -> None:
+def _framework_settings(cfg, frameworks: dict) -> None:
     """Settings read by a framework's plumbing, checked here and handed to it (and to the
-    worker processes) through the environment: torch_compile_shapes (the torch.compile
-    peer), tuning (whether the tuner may take its kept choices) and tuning_search (how hard
-    it looks)."""
+    worker processes) through the environment: each framework's own (its
+    ``config_settings``, e.g. how torch.compile treats shapes), tuning (whether the tuner
+    may take its kept choices) and tuning_search (how hard it looks)."""
     from harness.tuner import SEARCHES
     from harness.tuning_cache import MODES
-    from impls._frameworks.torch_compile import SHAPES
-    for name, variable, values in (("torch_compile_shapes", "HARNESS_TORCH_COMPILE_SHAPES", SHAPES),
-                                   ("tuning", "HARNESS_TUNING", MODES),
+    settings = [(name, variable, values) for fw in frameworks.values()
+                for name, (variable, values) in fw.config_settings.items()]
+    for name, variable, values in (*settings, ("tuning", "HARNESS_TUNING", MODES),
                                    ("tuning_search", "HARNESS_TUNING_SEARCH", SEARCHES)):
         value = str(cfg.get(name, values[0]))
         if value not in values:
@@ -111,7 +111,7 @@ def build(cfg, device: torch.device) -> Plan:
     frameworks = registry.frameworks()
     for fw in frameworks.values():
         fw.prepare(device)
-    _framework_settings(cfg)
+    _framework_settings(cfg, frameworks)
 
     # --- ops: the op config group (conf/op/<op>.yaml) fills cfg.ops.<op> ---
     selected = OmegaConf.to_container(cfg.get("ops") or {}, resolve=True)

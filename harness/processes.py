@@ -1,9 +1,8 @@
 """A case run in several fresh worker processes (``processes=N``), merged into its one record.
 
 Small cases move between processes more than within one: on the H200 one Triton config
-of the RMSNorm-SiLU chain at 16x4096 bf16 ran 6.05, 5.28 and 4.90 us in three processes
-(r69-r70; docs/results, the 16-row slow mode), while each process's own median came with
-an interval of ~0.05 us. A comparison resting on one process can then rank two impls
+of the RMSNorm-SiLU chain at 16x4096 bf16 ran 6.05, 5.28 and 4.90 us in three processes,
+while each process's own median came with an interval of ~0.05 us. A comparison resting on one process can then rank two impls
 either way. Run in N processes, a case's record holds each process's median
 (``process_medians_us``); its median is their median and its interval
 (``median_lo_us``..``median_hi_us``) their range, so two impls whose ranges overlap are
@@ -17,8 +16,8 @@ the record merges those (``InterruptedProcesses``), and its reason says how many
 The cases of one cell (the impls and variants of one op, dtype and shape: what is compared)
 run round by round (``run_cell``): every case's first process, then every case's second,
 each round starting one case later. Run case after case, a drift of the machine over the
-minutes a cell takes (r84 on the H200: ~2 min for three impls' three processes at
-16x4096) would land on one impl; interleaved and rotated, it lands on all of them, and
+minutes a cell takes (on the H200 ~2 min for three impls' three processes at 16x4096)
+would land on one impl; interleaved and rotated, it lands on all of them, and
 each impl takes each place in the order once when there are as many rounds as cases.
 """
 from __future__ import annotations

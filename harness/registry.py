@@ -128,6 +128,11 @@ class Framework:
 
     name: ClassVar[str]
     role: ClassVar[str] = PEER
+    # Settings of the run's config (conf/config.yaml) that this framework's plumbing reads:
+    # {name: (environment variable, its values; the first is the default)}. The harness
+    # checks each value and hands it to the plumbing, and to worker processes, through the
+    # environment variable.
+    config_settings: ClassVar[dict[str, tuple[str, tuple[str, ...]]]] = {}
     _registry: ClassVar[dict[str, "Framework"]] = {}
 
     def __init_subclass__(cls, **kw):
@@ -151,6 +156,15 @@ class Framework:
     def settings(self) -> dict:
         """How this framework is set up for every launch (recorded in each record's
         ``impl_config``, under the impl's own launch config)."""
+        return {}
+
+    def roof_kernels(self, src: torch.Tensor, dst: torch.Tensor) -> dict[str, dict[str, Launcher]]:
+        """Kernels the roof times beside torch's own on a GPU (harness.roofline), by kind:
+        ``{"read": {name: launcher}, "copy": {name: launcher}}``; a read reads all of ``src``
+        (fp32, contiguous), a copy copies ``src`` into ``dst``. The fastest of each kind sets
+        the roof and the roof names it, so a framework whose plain streaming kernels may
+        beat torch's offers them here: a roof that ops exceed is no roof. None by default;
+        an ImportError says the framework is missing, and the roof records why."""
         return {}
 
 

@@ -2,9 +2,9 @@
 
 Three kinds of kernel, timed exactly like the cases (same timer, cold L2); of each kind
 the fastest sets the roof, and the roof names it (copy_kernel, read_kernel):
-  copy   dst.copy_(src), and on a GPU plain streaming copies (roof_kernels): reads N,
-         writes N bytes
-  read   torch.sum, torch.amax, and on a GPU plain streaming reads (roof_kernels) over N
+  copy   dst.copy_(src), and on a GPU the frameworks' own streaming copies
+         (Framework.roof_kernels): reads N, writes N bytes
+  read   torch.sum, torch.amax, and on a GPU the frameworks' own streaming reads over N
          bytes (read-only; the results are noise)
   write  buf.fill_(1)              writes N bytes
 An op's roof follows its mix of reads and writes: with f = written / (read + written), the
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from harness import progress
+from harness import progress, registry
 from harness.timing import TimingBudget
 
 # Datasheet HBM/GDDR bandwidth, GB/s (10^9 bytes/s), first matching name wins.
@@ -106,8 +106,8 @@ TORCH_KERNELS = ("copy_", "torch.sum", "torch.amax")   # always run: a failure o
 def fastest(kernels: dict, gbps, every: dict) -> tuple[float, float | None, str]:
     """(GB/s, sustained GB/s, name) of the fastest of ``kernels`` ({name: launcher}) by
     ``gbps(launcher)`` -> (GB/s, sustained GB/s or None), each way of timing apart; every
-    kernel's figures go into ``every``. A streaming kernel that cannot run here (no Triton
-    build for this GPU) is left out, its error kept in ``every``."""
+    kernel's figures go into ``every``. A framework's kernel that cannot run here (no build
+    of it for this GPU) is left out, its error kept in ``every``."""
     timed = {}
     for name, launch in kernels.items():
         try:
@@ -120,6 +120,30 @@ def fastest(kernels: dict, gbps, every: dict) -> tuple[float, float | None, str]
     best = max(timed, key=lambda k: timed[k][0])
     sustained = [s for _, s in timed.values() if s is not None]
     return timed[best][0], max(sustained) if sustained else None, best
+
+
+def framework_kernels(frameworks: dict, src: torch.Tensor, dst: torch.Tensor,
+                      every: dict) -> tuple[dict, dict]:
+    """({name: launcher} of reads, {name: launcher} of copies) that ``frameworks`` ({name:
+    Framework}) offer the roof (Framework.roof_kernels). One that cannot offer them here
+    (an ImportError: not installed) is left out, and ``every`` says why."""
+    readers, copiers = {}, {}
+    for name, framework in frameworks.items():
+        try:
+            offered = framework.roof_kernels(src, dst)
+        except ImportError as e:
+            every[f"{name} roof kernels"] = f"not timed: {e}"
+            continue
+        kinds = {"read": readers, "copy": copiers}
+        for kind, kernels in offered.items():
+            if kind not in kinds:
+                raise ValueError(f"framework {name} offers roof kernels of kind {kind!r}; the kinds are read and copy")
+            taken = set(kernels) & (set(TORCH_KERNELS) | set(readers) | set(copiers))
+            if taken:
+                raise ValueError(f"framework {name}'s roof kernels {sorted(taken)} have names already taken; "
+                                 "give them names of their own (the roof names the kernel that set it)")
+            kinds[kind].update(kernels)
+    return readers, copiers
 
 
 def measure(device: torch.device, timer, nbytes: int, budget: TimingBudget) -> Roof:
@@ -140,12 +164,9 @@ def measure(device: torch.device, timer, nbytes: int, budget: TimingBudget) -> R
                "torch.amax": lambda: torch.amax(src, dim=0, out=scalar)}
     copiers = {"copy_": lambda: dst.copy_(src)}
     if device.type == "cuda":
-        try:
-            from harness import roof_kernels
-            readers.update(roof_kernels.reads(src))
-            copiers.update(roof_kernels.copies(src, dst))
-        except ImportError as e:   # no Triton: torch's kernels alone, and the roof says so
-            every["streaming kernels"] = f"not timed: {e}"
+        extra_reads, extra_copies = framework_kernels(registry.frameworks(), src, dst, every)
+        readers.update(extra_reads)
+        copiers.update(extra_copies)
     read = fastest(readers, lambda launch: gbps(launch, n * 4), every)
     copy = fastest(copiers, lambda launch: gbps(launch, 2 * n * 4), every)
     write = gbps(lambda: dst.fill_(1.0), n * 4)

@@ -51,10 +51,9 @@ class IsolatedRunner:
     # How long a worker asked to stop may take to exit before it is killed. It has sent
     # its last record by then and writes nothing at exit (the tuning and compile caches
     # are written as they fill), so nothing is lost; but an exit can be slow: a process
-    # that used torch.compile shuts its pool of compile processes down at exit. On the
-    # H200 a sweep's time limit landed three times in the worker's exit just after a
-    # torch.compile case (r79, r81). processes=N stops a worker per process of a case;
-    # each stop used to wait up to 10 s.
+    # that used torch.compile shuts its pool of compile processes down at exit, and a
+    # sweep's time limit can land there. processes=N stops a worker per process of a
+    # case, so the wait is short: 2 s, then the kill.
     exit_grace_s = 2.0
 
     def __init__(self, device: torch.device, settings: Settings, case_timeout_s: float,

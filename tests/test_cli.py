@@ -231,7 +231,8 @@ def test_static_shapes_leave_the_rows_unmarked(monkeypatch):
 
 def test_a_sigint_while_the_worker_stops_kills_it_and_the_run_goes_on():
     """A time limit's SIGINT landing after the last case, in the worker's join: the run
-    kills the worker and goes on to its table (r29 lost it), saying it was interrupted."""
+    kills the worker and goes on to its table (which it would otherwise lose), saying it
+    was interrupted."""
     from harness.cli import _stop
 
     class SlowToStop:

@@ -209,7 +209,7 @@ def test_the_next_process_takes_the_tuned_choice_from_disk(tmp_path):
 
 
 def test_compiled_code_prints_the_peer_s_triton_kernel():
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "compiled-code"), "softmax", "16x4096", "fp32"],
+    proc = subprocess.run([sys.executable, str(ROOT / "devtools" / "compiled-code"), "softmax", "16x4096", "fp32"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     tail = "\n".join(proc.stderr.splitlines()[-15:])
@@ -281,8 +281,8 @@ def test_the_one_launch_reduction_holds_over_many_launches(is_max, atomic):
 @pytest.mark.parametrize("atomic", [False, True], ids=["two_pass", "atomic"])
 def test_the_1d_reduction_s_grid_runs_at_once(is_max, atomic):
     """A large sum's or max's grid (PROGRAMS_PER_SM per SM) fits on the GPU in one wave:
-    the driver's occupancy of the binary it launched is at least that many per SM (r89: the
-    two-pass kernel on 40 registers fitted 6 of 8, 1.5-2% slower at 2^28 elements)."""
+    the driver's occupancy of the binary it launched is at least that many per SM (on the
+    H200 a two-pass kernel on 40 registers fitted 6 of 8, 1.5-2% slower at 2^28 elements)."""
     from impls._frameworks.triton.launch import sm_count
     from impls._frameworks.triton.occupancy import programs_per_sm
     from impls.sum.triton import PROGRAMS_PER_SM, reduce_1d

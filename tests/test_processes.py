@@ -141,7 +141,7 @@ def test_a_sigint_after_a_crash_keeps_the_crash_as_it_is():
 def test_a_sigint_echo_is_ignored_and_a_later_sigint_interrupts():
     """GNU timeout signals the command, then its process group: the same SIGINT twice. The
     first raises KeyboardInterrupt; the echo, arriving while that one is being handled
-    (r96 lost a cell's finished processes so), is ignored; a SIGINT after the window
+    (where it would cost a cell its finished processes), is ignored; a SIGINT after the window
     interrupts again; the previous handler is back after the block."""
     import os
     import signal

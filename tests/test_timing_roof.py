@@ -1,7 +1,9 @@
 """Timing statistics, the roof's read/write interpolation, the datasheet and the roof cache."""
+import ast
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -153,23 +155,28 @@ def test_a_record_has_its_sustained_bandwidth_against_the_sustained_roof(cpu_run
     assert rec.pct_roof == pytest.approx(100 * (8000 / 10e-6 / 1e9) / 4000)
 
 
-def test_the_streaming_kernels_read_and_copy_every_tile_once():
-    """The roof's streaming read and copy (under Triton's interpreter, in a process of its
-    own: the kernels are compiled or interpreted as their module is imported), each shape
-    on a grid of a few programs and of one per tile: the read's partials add up to the
-    buffer's sum and the copy is exact, so no tile is skipped or read twice."""
+def test_triton_offers_the_roof_streaming_kernels_that_read_and_copy_every_tile_once():
+    """Triton's streaming read and copy, as the roof receives them (Framework.roof_kernels,
+    under the names the roof records), run under its interpreter in a process of its own
+    (the kernels are compiled or interpreted as their module is imported), on a GPU of one
+    SM: each shape on a grid of a few programs or of one per tile. The read's partials add
+    up to the buffer's sum and the copy is exact, so no tile is skipped or read twice."""
     code = (
-        "import torch\n"
-        "from harness import roof_kernels\n"
+        "import types, torch\n"
+        "torch.cuda.get_device_properties = lambda device: types.SimpleNamespace(multi_processor_count=1)\n"
+        "from harness import registry, roofline\n"
         "src = torch.randint(0, 8, (8192 * 6,), generator=torch.Generator().manual_seed(3)).float()\n"
-        "reads = roof_kernels.reads(src, sms=1)\n"
-        "assert len(reads) == len(roof_kernels.READ_SHAPES), list(reads)\n"
+        "dst = torch.empty_like(src)\n"
+        "every = {}\n"
+        "reads, copies = roofline.framework_kernels({'triton': registry.frameworks()['triton']}, src, dst, every)\n"
+        "assert not every, every\n"
+        "assert list(reads) == ['stream read 4096x8w 8/SM', 'stream read 8192x16w 4/SM',\n"
+        "                       'stream read 2048x4w 16/SM'], list(reads)\n"
+        "assert list(copies) == ['stream copy 1024x4w 1/tile', 'stream copy 4096x8w 8/SM',\n"
+        "                        'stream copy 2048x4w 16/SM'], list(copies)\n"
         "for name, launch in reads.items():\n"
         "    got = launch().sum().item()\n"
         "    assert got == src.sum().item(), (name, got, src.sum().item())\n"
-        "dst = torch.empty_like(src)\n"
-        "copies = roof_kernels.copies(src, dst, sms=1)\n"
-        "assert len(copies) == len(roof_kernels.COPY_SHAPES), list(copies)\n"
         "for name, launch in copies.items():\n"
         "    dst.fill_(-1)\n"
         "    launch()\n"
@@ -195,3 +202,63 @@ def test_a_roof_kernel_that_cannot_run_is_left_out_and_says_why():
     assert every["torch.sum"] == [4270.0, 4260.0]
     with pytest.raises(RuntimeError):   # torch's own kernel is the roof's floor: its failure is the roof's
         roofline.fastest({"torch.sum": broken}, gbps, {})
+
+
+class OffersRoofKernels:
+    """A framework as the roof sees it: the kernels it offers, or the ImportError of a
+    framework that is not installed."""
+
+    def __init__(self, offered=None, missing=""):
+        self.offered, self.missing = offered or {}, missing
+
+    def roof_kernels(self, src, dst):
+        if self.missing:
+            raise ImportError(self.missing)
+        return self.offered
+
+
+def test_the_roof_times_every_framework_s_kernels_and_says_why_one_is_missing():
+    def read():
+        pass
+
+    def copy():
+        pass
+    every = {}
+    readers, copiers = roofline.framework_kernels(
+        {"fast": OffersRoofKernels({"read": {"stream read 4096x8w": read}, "copy": {"stream copy 1024x4w": copy}}),
+         "none": OffersRoofKernels(),
+         "absent": OffersRoofKernels(missing="No module named 'absent'")},
+        torch.ones(8), torch.empty(8), every)
+    assert readers == {"stream read 4096x8w": read} and copiers == {"stream copy 1024x4w": copy}
+    assert every == {"absent roof kernels": "not timed: No module named 'absent'"}
+
+
+@pytest.mark.parametrize("offered, message", [
+    ({"read": {"torch.sum": lambda: None}}, "['torch.sum'] have names already taken"),
+    ({"write": {"stream write": lambda: None}}, "kind 'write'; the kinds are read and copy"),
+])
+def test_a_framework_s_roof_kernel_needs_a_known_kind_and_a_name_of_its_own(offered, message):
+    """torch's kernels are the roof's floor and the roof names the kernel that set it: a
+    framework's kernel may neither replace one of torch's nor go unnamed in a kind the roof
+    does not time."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        roofline.framework_kernels({"clash": OffersRoofKernels(offered)}, torch.ones(8), torch.empty(8), {})
+
+
+def test_no_module_under_harness_imports_a_framework():
+    """harness/ knows no framework by name: a framework's packages are imported by its own
+    plumbing (impls/_frameworks/) and its impls, so that adding one changes nothing here."""
+    frameworks = {"triton", "liger_kernel", "cupy", "numba", "quack", "cutlass", "impls"}
+    harness = Path(__file__).resolve().parent.parent / "harness"
+    found = []
+    for path in sorted(harness.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module]
+            else:
+                continue
+            found += [f"{path.relative_to(harness.parent)}:{node.lineno} imports {name}"
+                      for name in names if name.split(".")[0] in frameworks]
+    assert not found, "\n".join(found)

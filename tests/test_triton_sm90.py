@@ -159,7 +159,7 @@ def test_a_predicated_layernorm_row_issues_every_load_before_its_reduction(repor
     early, every load masked on the row's length though none is masked out. ptxas then
     issues all twelve 16-byte loads (x, g, b: four each) before the first shuffle or
     barrier, as in Liger's kernel; the same tile unmasked leaves g's and b's behind the
-    first reduction (r94, H200: 32.12 us at 4096x4096 against 32.53, Liger's 32.38). In
+    first reduction (on the H200: 32.12 us at 4096x4096 against 32.53, Liger's 32.38). In
     bf16 the masks do not do it (4 of 6 loads): the tuner measures the toggle, it does not
     assume it."""
     predicated = report["layernorm_small_predicated:*fp32:tile"]["ops"]
@@ -208,7 +208,7 @@ def test_a_one_tile_reduction_is_one_load_and_one_tree(report):
     """impls/sum/triton.py, ONE_PROGRAM: an input of one tile (the sweep's 4096 elements) is
     loaded once and reduced in one tree, with no loop, no tail and no ticket; a max keeps
     NaN inside its combine (max.NaN), where tl.max and a count of the NaN lanes took two
-    trees, two barriers more (H200, r87: max at 4096 5.06 us against the sum's 4.80)."""
+    trees, two barriers more (on the H200: max at 4096 5.06 us against the sum's 4.80)."""
     for name in ("sum_one_program", "max_one_program"):
         for dt in ("bf16", "fp32"):
             ops = report[f"{name}:*{dt}"]["ops"]
@@ -220,8 +220,8 @@ def test_a_one_tile_reduction_is_one_load_and_one_tree(report):
 def test_the_1d_reduction_fits_its_whole_grid_on_the_gpu_at_once(report):
     """impls/sum/triton.py launches PROGRAMS_PER_SM programs of WARPS warps per SM: all of
     them run at once only within the SM's 65536 registers. A kernel over that budget runs
-    the last programs as a second wave (r89: the two-pass kernel on 40 registers, 1.5-2%
-    slower at 2^28 elements)."""
+    the last programs as a second wave (on the H200 the two-pass kernel on 40 registers
+    ran 1.5-2% slower at 2^28 elements)."""
     from impls.sum.triton import PROGRAMS_PER_SM, WARPS
     reductions = {name: r for name, r in report.items() if r.get("kernel") == "_reduce_1d"}
     assert len(reductions) == 10, sorted(reductions)

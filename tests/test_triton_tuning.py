@@ -78,7 +78,7 @@ def test_choose_prefers_the_large_problem_then_the_small_one():
 
 
 def test_choose_weighs_the_mid_batch_beside_the_small_one():
-    """r95 (H200, LayerNorm fp32 4096 columns): bits 2.5% behind on 16 rows but 3.9% ahead
+    """On the H200 (LayerNorm fp32, 4096 columns) bits 2.5% behind on 16 rows but 3.9% ahead
     on 2048 fall least short over both batches; the large problem still bounds the choice."""
     table = [cand(1, 126.06, 5.28, mid_us=18.78), cand(2, 127.14, 5.15, mid_us=19.52)]
     assert _choose(table)["rows"] == 1
@@ -522,7 +522,7 @@ def test_the_1d_tuner_keeps_its_choice_too(monkeypatch, tuning_cache_dir):
 def test_a_shape_is_chosen_for_what_a_small_batch_of_its_bits_can_do(monkeypatch):
     """Two shapes within SMALL_SLACK on the large problem: kept is the one whose small batch
     runs faster once it may load its operands early (same bits), though without that
-    switch the other is faster on both problems (r10: LayerNorm at 4096 columns)."""
+    switch the other is faster on both problems (as LayerNorm's are at 4096 columns)."""
     def fake_time(cfg, rows):
         shape = (cfg["rows"], cfg["num_warps"])
         if rows == tuner.SMALL_ROWS:
@@ -655,9 +655,9 @@ def test_a_batch_of_a_few_waves_takes_the_config_of_its_bits_fastest_on_2048_row
 
 
 def test_the_greedy_path_is_not_led_by_a_small_batch_switch(monkeypatch):
-    """r11: EARLY, measured for the small batch, was also fastest on LayerNorm's large
-    problem; the path then tried a persistent prefetching grid only with EARLY on, where
-    it was slow, and never without it, where r9 had found it fastest."""
+    """EARLY, measured for the small batch, can also be fastest on LayerNorm's large
+    problem; a path led by it would try a persistent prefetching grid only with EARLY on,
+    where it is slow, and never without it, where it is fastest."""
     def fake_time(cfg, rows):
         if rows == tuner.SMALL_ROWS:
             return 5.0
@@ -705,7 +705,7 @@ def _tuned_then_a_batch(monkeypatch, batch_rows, batch_time, timed, other_bits):
 
 
 def test_a_batch_between_the_problems_takes_its_own_fastest_config_of_the_chosen_bits(monkeypatch):
-    """r35 (H200, LayerNorm fp32 1823x781): the config of the chosen bits fastest on 2048
+    """On the H200 (LayerNorm fp32 1823x781) the config of the chosen bits fastest on 2048
     rows ran 1823 rows slower than another of the same bits (a wave's edge). A batch that
     is none of the problems, and smaller than half the large one, is measured itself among
     the configs of the chosen bits; a faster config of other bits, or one that writes other
@@ -738,9 +738,9 @@ def test_a_batch_between_the_problems_takes_its_own_fastest_config_of_the_chosen
 
 
 def test_a_batch_larger_than_the_large_problem_is_measured_itself(monkeypatch):
-    """r96 (H200, LayerNorm fp32 4096 columns): the large problem (16384 rows) ranked two
+    """On the H200 (LayerNorm fp32, 4096 columns) the large problem (16384 rows) ranked two
     configs of the chosen bits 0.1% apart, and 32768 rows, taking its choice, ran 256.10 us
-    where r95's had run 250.88. A batch beyond the large problem times the chosen bits'
+    where the other config ran 250.88. A batch beyond the large problem times the chosen bits'
     configs on its own size and takes the fastest of them there, never one of other bits."""
     twice = 2 * (tuner.SCRATCH_BYTES // (4096 * _Fp16.itemsize))
 
@@ -828,7 +828,7 @@ def test_an_on_chip_row_folds_only_where_each_thread_holds_both_halves():
 def test_an_on_chip_two_pass_row_sums_as_the_2048_column_loop_does(cpu_runner, monkeypatch, cols):
     """LayerNorm two_pass on chip, its sums folded (row_sums), writes the bits the column
     loop of 2048-wide tiles writes: under the interpreter (numpy's sums) as on the GPU,
-    where only the tuner's digests can tell (they did not, unfolded: r38). Unfolded it
+    where only the tuner's digests can tell (unfolded, they differ). Unfolded it
     sums in another order, and other bits come out: the fold is what makes them equal."""
     from harness.registry import frameworks
     frameworks()["triton"].prepare(cpu_runner.device)
@@ -856,7 +856,7 @@ def test_an_on_chip_two_pass_row_sums_as_the_2048_column_loop_does(cpu_runner, m
 
 
 def test_a_family_just_outside_the_slack_still_gets_its_toggles_measured(monkeypatch):
-    """r94 (H200, LayerNorm fp32 4096 columns, 16384 rows): the 8-warp bits' looped config
+    """On the H200 (LayerNorm fp32, 4096 columns, 16384 rows) the 8-warp bits' looped config
     ran 1.01% behind the 16-warp bits' fastest, just outside SMALL_SLACK, and with g and b
     early 1.4% ahead of it, the fastest of all. Toggles are measured on every family
     within TOGGLE_SLACK, so the tuner finds it; one further out is not toggled."""

@@ -140,9 +140,9 @@ def _ours_against_peers(recs: list[Record], shapes: list[str]) -> list[str]:
 
 
 # A roof and a case timed minutes apart agree to ~1% at 1 GiB (docs/results). A case further
-# above its roof than this says the roof's kernels ran slow in this run (H200, r90: the read
-# roof came from torch.sum at 4281 GB/s, where the streaming read had set 4402-4426 on the
-# three GPUs before it, and the Triton sums reached 4441): every % of roof of the run reads high.
+# above its roof than this says the roof's kernels ran slow in this run (on the H200 a read
+# roof once came from torch.sum at 4281 GB/s, where the streaming reads set 4402-4426 on other
+# runs, and the sums reached 4441): every % of roof of the run reads high.
 ROOF_SLACK = 0.02
 
 
@@ -167,7 +167,8 @@ def _summary(records: list[Record]) -> list[str]:
         counts[status_label(r)] += 1
     lines = ["", "cases: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))]
     if any(r.timer == "wall_interpreter" for r in records):
-        lines.append("* interpreter wall-clock time (TRITON_INTERPRET=1): correctness only, no bandwidth claimed")
+        lines.append("* interpreter wall-clock time (GPU kernels run by an interpreter on the CPU): correctness only, "
+                     "no bandwidth claimed")
     if any(r.timer == "wall" for r in records):
         lines.append("CPU wall-clock times: not GPU measurements")
     if any(in_cache(r) for r in records):

@@ -191,8 +191,8 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
     registers per thread, not 84 (bf16, 16384 columns, 16 warps: two programs per SM
     instead of one). SPAN (looped rows): a static bound for the column loops, as in the
     rmsnorm; with EARLY there, g and b are loaded whole before the first pass and the
-    output pass takes the row in one step (a small batch: r28-r30 chose 2048-column tiles
-    for 4096-column rows, 1-2.7% ahead on ~256 MiB, and ran one row late-loaded).
+    output pass takes the row in one step (on the H200 the tuner takes it for small
+    batches: 2048-column tiles for 4096-column rows, 1-2.7% ahead at ~256 MiB).
     FOLD (two_pass, on chip): the sums folded as a column loop of FOLD-wide tiles adds them
     (row_sums), so that an on-chip tile may write a looped config's bits."""
     cols = COLS if COLS else cols   # a masked row: its length at compile time (static_cols)

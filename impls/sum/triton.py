@@ -12,9 +12,9 @@ gives its partial.
             a ticket; the last program moves the total into the result and resets the
             accumulator. The order of the P additions, and so the bits of the sum, change
             from run to run.
-Both used to take two launches (a finishing kernel over the partials; a memset before the
-atomics): at 1000003 elements a launch is most of the time (H200, r80: two_pass 9.1 us per
-launch, 3.4 us in a CUDA graph). Where one program covers x (n <= BLOCK) it loads x once,
+Each is one launch, with no finishing kernel over the partials and no memset before the
+atomics: at 1000003 elements a launch is most of the time (on the H200, two_pass 9.1 us
+per launch, 3.4 us in a CUDA graph). Where one program covers x (n <= BLOCK) it loads x once,
 reduces it in one tree and writes the result: no loop, no tail, no ticket. The counter and
 accumulator belong to one binding, whose launches run in stream order (each ends with them
 reset); two launches of one binding must not overlap.
@@ -28,10 +28,10 @@ from impls._frameworks.triton.occupancy import FULL_OCCUPANCY_REGS
 
 # The grid: PROGRAMS_PER_SM programs of WARPS warps (BLOCK elements a tile) on every SM, 2048 threads, all an SM
 # runs at once, and only if each thread takes at most 32 registers (MAXNREG, ptxas's cap).
-# Uncapped, the one-launch two-pass kernel compiled to 40 (its last program's read of the
-# partials), six programs fitted an SM, and the other two ran as a second, part-empty wave:
-# H200, r89, two_pass 1.5-2% behind atomic at 2^28 elements in all six cells (fp32 sum
-# 245.9 us against 241.3), where the two-launch version had tied it.
+# Uncapped, the two-pass kernel compiles to 40 (its last program's read of the partials),
+# six programs fit an SM, and the other two run as a second, part-empty wave: on the H200
+# two_pass then ran 1.5-2% behind atomic at 2^28 elements in all six cells (fp32 sum
+# 245.9 us against 241.3).
 BLOCK, PROGRAMS_PER_SM, WARPS, MAXNREG = 4096, 8, 8, FULL_OCCUPANCY_REGS
 
 

@@ -8,6 +8,7 @@ modules, one job each, are imported by the impls:
 - elementwise: the 1-D kernels' tiles (copy, scale), tuned
 - rows: the row kernels' config space and launcher, tuned through harness.tuner
 - device: Triton device functions shared by the row kernels
+- roof: plain streaming reads and copies that the roof times beside torch's (roof_kernels)
 """
 import os
 
@@ -37,6 +38,10 @@ class Triton(Framework):
 
     def interpreted(self, device):
         return device.type == "cpu"
+
+    def roof_kernels(self, src, dst):
+        from impls._frameworks.triton import roof   # imports triton: without it, an ImportError
+        return {"read": roof.reads(src), "copy": roof.copies(src, dst)}
 
 
 def _round_bf16_like_the_gpu():

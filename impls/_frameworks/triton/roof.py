@@ -1,16 +1,17 @@
-"""Plain streaming kernels for the roof (roofline): the fastest ways we know to read N
-bytes, and to read N and write N.
+"""Triton's kernels for the roof (harness.roofline): plain streaming kernels, the fastest
+ways we know to read N bytes, and to read N and write N. Offered to the roof through
+Triton.roof_kernels.
 
-torch's own kernels set the roof before these (torch.sum and torch.amax for reads,
-copy_ for copies), but on the H200 its reductions are not the fastest read: they read
-1 GiB at ~4.27 TB/s where a plain streaming read reads at ~4.40-4.42 (r73: the Triton and
-torch.compile sums and maxes timed at 103-104% of a roof from torch's reductions alone).
-A roof that ops exceed is no roof, so each roof kernel is the fastest of torch's and
-these, in a few shapes, timed alike (roofline.measure). The streaming copies did not beat
-copy_ there (r76); they stay candidates for GPUs where they might. (RMSNorm bf16 at
-16384x8192 still reads ~100.7% of the copy roof per launch: it moves half the roof's bytes,
-so the L2 write-back its single-launch time leaves uncharged weighs twice as much; its
-sustained figure, which charges it, is 98.6%.)
+torch's own kernels are timed for the roof beside these (torch.sum and torch.amax for
+reads, copy_ for copies), but its reductions are not the fastest read: on the H200 they
+read 1 GiB at ~4.27 TB/s where a plain streaming read reads at ~4.40-4.42, and the Triton
+and torch.compile sums and maxes timed at 103-104% of a roof from torch's reductions
+alone. A roof that ops exceed is no roof, so each roof kernel is the fastest of torch's and
+these, in a few shapes, timed alike (roofline.measure). On the H200 the streaming copies
+do not beat copy_; they stay candidates for GPUs where they might. (RMSNorm bf16 at
+16384x8192 still reads ~100.7% of the copy roof per launch: it moves half the roof's
+bytes, so the L2 write-back its single-launch time leaves uncharged weighs twice as much;
+its sustained figure, which charges it, is 98.6%.)
 
 Both walk whole tiles of BLOCK elements, tile = pid, pid + P, ... (P programs: a few per
 SM, or one per tile), with unmasked 16-byte accesses. The read adds each tile into BLOCK
