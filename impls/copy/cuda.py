@@ -12,4 +12,4 @@ def bind(x, out):
     def make(config):
         threads, blocks = config["threads"], blocks_for(x.numel(), x.element_size(), config, x.device)
         return with_grid(lambda: ops.copy(x, out, threads, blocks), blocks=blocks)
-    return tuned(("copy", x.dtype, x.numel()), f"copy {x.dtype} {x.numel()}", make, x.device)
+    return tuned(("cuda", "copy", x.dtype, x.numel()), f"copy {x.dtype} {x.numel()}", make, x.device)

@@ -23,4 +23,4 @@ def bind_vector(x, a, out):
     def make(config):
         threads, blocks = config["threads"], blocks_for(x.numel(), x.element_size(), config, x.device)
         return with_grid(lambda: ops.scale(x, a, out, False, threads, blocks), blocks=blocks)
-    return tuned(("scale", x.dtype, x.numel()), f"scale {x.dtype} {x.numel()}", make, x.device)
+    return tuned(("cuda", "scale", x.dtype, x.numel()), f"scale {x.dtype} {x.numel()}", make, x.device)

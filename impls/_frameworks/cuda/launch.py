@@ -34,7 +34,9 @@ def fingerprint(space: list[dict]) -> dict:
 
 def tuned(key, label: str, make, device, candidates: list[dict] = CANDIDATES):
     """The launcher ``make(config)`` builds for the config the tuner finds fastest for ``key``
-    (kept on disk per build hash and GPU), with the config and its table attached."""
+    (kept on disk per build hash and GPU), with the config and its table attached. ``key``
+    starts with "cuda": the tuner keeps a process's choices by key, and another framework's
+    kernel of the same op and size must not take this one's config."""
     choice = tuner.tune(key, candidates, make, f"CUDA {label}", fingerprint(candidates), device)
     launch = make(choice.config)
     return configured(launch, {**choice.config, **getattr(launch, "grid", {})}, choice.table)

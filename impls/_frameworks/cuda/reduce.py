@@ -17,4 +17,4 @@ def bind_reduce(kernel, name: str, variant: str, x, out):
         threads, blocks = config["threads"], blocks_for(x.numel(), x.element_size(), config, x.device)
         scratch = torch.zeros(2 if atomic else blocks, dtype=torch.float32, device=x.device)
         return with_grid(lambda: kernel(x, out, scratch, atomic, threads, blocks), blocks=blocks)
-    return tuned((name, variant, x.dtype, x.numel()), f"{name} {variant} {x.dtype} {x.numel()}", make, x.device)
+    return tuned(("cuda", name, variant, x.dtype, x.numel()), f"{name} {variant} {x.dtype} {x.numel()}", make, x.device)
