@@ -61,7 +61,10 @@ def test_every_cuda_source_compiles_for_sm90_without_warnings(tmp_path):
 def test_every_op_of_the_catalogue_has_its_cuda_kernels_registered():
     registry.ops()
     expected = {("copy", "-"), ("scale", "naive"), ("scale", "vector"), ("sum", "naive"), ("sum", "two_pass"),
-                ("sum", "atomic"), ("max", "two_pass"), ("max", "atomic")}
+                ("sum", "atomic"), ("max", "two_pass"), ("max", "atomic"), ("rmsnorm", "block_per_row"),
+                ("rmsnorm", "tuned"), ("softmax", "three_pass"), ("softmax", "online"), ("softmax", "on_chip"),
+                ("layernorm", "welford"), ("layernorm", "two_pass"), ("layernorm", "naive"),
+                ("rmsnorm_silu_mul_add", "fused"), ("rmsnorm_silu_mul_add", "unfused")}
     for op in {op for op, _ in expected}:
         impls, failures = registry.load_impls(op, ["cuda"])
         assert not failures, failures
@@ -104,6 +107,22 @@ def test_a_kept_build_is_found_without_compiling(monkeypatch, tmp_path):
     monkeypatch.setenv(build.PREBUILT_ENV, str(tmp_path))
     monkeypatch.setattr("torch.utils.cpp_extension.load", lambda *a, **k: pytest.fail("compiled a kept build"))
     assert build.build() == kept / f"{build.NAME}.so"
+
+
+def test_a_row_kernel_has_configs_for_every_row_length_and_holds_the_row_where_asked():
+    from impls._frameworks.cuda.rows import configs
+    for cols in (1, 7, 127, 781, 1000, 4096, 8192, 16384, 65536, 262144, 4000037):
+        for itemsize in (2, 4):
+            n = 16 // itemsize
+            packs = -(-cols // n)
+            kept, looped = configs(cols, itemsize, looped=False), configs(cols, itemsize, kept=False)
+            assert looped, (cols, itemsize)
+            assert all(c["packs"] == 0 for c in looped)
+            for c in kept:   # the registers hold the whole row, and no more than twice it
+                assert c["packs"] * c["group"] >= packs and c["packs"] in (1, 2, 4, 8)
+                assert c["threads"] % c["group"] == 0 and c["threads"] % 32 == 0 and c["threads"] <= 1024
+            if cols <= 16384:
+                assert kept, (cols, itemsize)
 
 
 def test_the_naive_sums_scratch_holds_every_pass_but_the_last():

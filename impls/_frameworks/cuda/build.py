@@ -16,6 +16,7 @@ the ops' checks (softmax ``large_magnitude``, copy's subnormals) would catch as 
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -60,6 +61,7 @@ def nvcc() -> str | None:
     return str(found) if found and found.exists() else shutil.which("nvcc")
 
 
+@functools.cache
 def nvcc_version() -> str:
     compiler = nvcc()
     if compiler is None:

@@ -1,0 +1,220 @@
+// Row kernels (softmax, the norms, the chain): a row of `cols` elements is reduced by a group
+// of G threads (a power of two from 4 to 1024); a block holds blockDim.x / G rows, so several
+// short rows share a warp or a block, and one long row spreads over many warps.
+//
+// Who does what is fixed by (cols, dtype, G) alone: the row is cut into logical packs of
+// N = 16 / sizeof(T) elements; pack j belongs to thread j % G of the group, which takes its
+// packs in the order j = lane, lane + G, ... and each pack's elements in order; the group's
+// partials meet in one butterfly (and, past a warp, one pass over the warps' partials in
+// order). How many rows a block holds, whether a thread keeps its packs in registers
+// (P > 0) or reads them twice (P = 0, the second time from L2), and whether a row starts on
+// a 16-byte boundary (a pack is one 16-byte load, or N scalar loads) change no arithmetic:
+// a row's bits are the same in any batch.
+#pragma once
+
+#include "common.cuh"
+
+namespace hk {
+
+// The row this thread works on and its place in the row's group.
+struct RowGroup {
+    int G;
+    int lane;
+    int64_t row;
+    __device__ explicit RowGroup(int g)
+        : G(g), lane(threadIdx.x & (g - 1)),
+          row(static_cast<int64_t>(blockIdx.x) * (blockDim.x / g) + threadIdx.x / g) {}
+};
+
+__device__ __forceinline__ int64_t row_packs(int cols, int n) { return (cols + n - 1) / n; }
+
+__device__ __forceinline__ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Logical pack j of a row: one 16-byte load where the row start is aligned and the pack is
+// whole, else its elements one by one (the missing ones of the last pack left as they are).
+template <typename T>
+__device__ __forceinline__ Pack<T> load_row_pack(const T* row, int64_t j, int cols, bool aligned) {
+    constexpr int N = Pack<T>::N;
+    Pack<T> p;
+    if (aligned && (j + 1) * N <= cols) return load_pack(row + j * N);
+#pragma unroll
+    for (int e = 0; e < N; ++e)
+        if (j * N + e < cols) p.v[e] = row[j * N + e];
+    return p;
+}
+
+template <typename T>
+__device__ __forceinline__ void store_row_pack(T* row, int64_t j, int cols, bool aligned, const Pack<T>& p) {
+    constexpr int N = Pack<T>::N;
+    if (aligned && (j + 1) * N <= cols) {
+        store_pack(row + j * N, p);
+        return;
+    }
+#pragma unroll
+    for (int e = 0; e < N; ++e)
+        if (j * N + e < cols) row[j * N + e] = p.v[e];
+}
+
+// How many elements of pack j exist.
+template <typename T> __device__ __forceinline__ int pack_size(int64_t j, int cols) {
+    constexpr int N = Pack<T>::N;
+    const int64_t left = cols - j * N;
+    return left < N ? static_cast<int>(left) : N;
+}
+
+// Shuffles of a value or of a small struct of floats (a softmax or Welford state).
+__device__ __forceinline__ float shfl_xor(float v, int offset) { return __shfl_xor_sync(0xffffffffu, v, offset); }
+
+// The group's combine of v: a butterfly within the warp (lanes xor offsets below G stay in
+// the group), then, for G > 32, the group's warps' results in order, through shared memory
+// (``slots``: one per warp of the block). Every thread of the block must call it (it may
+// synchronise the block); every thread of a group gets the group's result.
+template <typename V, typename Op>
+__device__ __forceinline__ V group_reduce(V v, int G, Op op, V* slots) {
+    const int width = G < 32 ? G : 32;
+    for (int offset = width / 2; offset > 0; offset >>= 1) v = op(v, shfl_xor(v, offset));
+    if (G > 32) {
+        const int warp = threadIdx.x >> 5;
+        if ((threadIdx.x & 31) == 0) slots[warp] = v;
+        __syncthreads();
+        const int first = (threadIdx.x / G) * (G / 32);
+        v = slots[first];
+        for (int w = 1; w < G / 32; ++w) v = op(v, slots[first + w]);
+        __syncthreads();
+    }
+    return v;
+}
+
+// A thread's packs of one row, kept in registers (P > 0): loaded all at once, every load in
+// flight before the first is used.
+template <typename T, int P> struct RowPacks {
+    Pack<T> p[P > 0 ? P : 1];
+    __device__ __forceinline__ void load(const T* row, const RowGroup& g, int cols, bool aligned, bool active) {
+        const int64_t packs = row_packs(cols, Pack<T>::N);
+#pragma unroll
+        for (int k = 0; k < (P > 0 ? P : 1); ++k) {
+            const int64_t j = g.lane + static_cast<int64_t>(k) * g.G;
+            if (active && j < packs) p[k] = load_row_pack(row, j, cols, aligned);
+        }
+    }
+};
+
+// f(k, j, xs, n) over this thread's packs of a row, in their order: pack j as fp32 (xs[N], of
+// which the first n exist), k its register slot (P > 0) or 0. From registers (P > 0) or read
+// again from memory (P = 0, four packs in flight at a time).
+template <typename T, int P, typename F>
+__device__ __forceinline__ void for_each_pack(const RowPacks<T, P>& kept, const T* row, const RowGroup& g, int cols,
+                                              bool aligned, bool active, F f) {
+    constexpr int N = Pack<T>::N;
+    if (!active) return;
+    const int64_t packs = row_packs(cols, N);
+    auto visit = [&](int k, int64_t j, const Pack<T>& p) {
+        float xs[N];
+#pragma unroll
+        for (int e = 0; e < N; ++e) xs[e] = to_f32(p.v[e]);
+        f(k, j, xs, pack_size<T>(j, cols));
+    };
+    if constexpr (P > 0) {
+#pragma unroll
+        for (int k = 0; k < P; ++k) {
+            const int64_t j = g.lane + static_cast<int64_t>(k) * g.G;
+            if (j < packs) visit(k, j, kept.p[k]);
+        }
+    } else {
+        constexpr int AHEAD = 4;
+        for (int64_t j0 = g.lane; j0 < packs; j0 += AHEAD * static_cast<int64_t>(g.G)) {
+            Pack<T> q[AHEAD];
+#pragma unroll
+            for (int a = 0; a < AHEAD; ++a)
+                if (j0 + a * g.G < packs) q[a] = load_row_pack(row, j0 + a * g.G, cols, aligned);
+#pragma unroll
+            for (int a = 0; a < AHEAD; ++a)
+                if (j0 + a * g.G < packs) visit(0, j0 + a * g.G, q[a]);
+        }
+    }
+}
+
+// f(value as fp32) over this thread's elements of a row, in order (for_each_pack).
+template <typename T, int P, typename F>
+__device__ __forceinline__ void for_each_element(const RowPacks<T, P>& kept, const T* row, const RowGroup& g, int cols,
+                                                 bool aligned, bool active, F f) {
+    for_each_pack(kept, row, g, cols, aligned, active, [&](int, int64_t, const float* xs, int n) {
+#pragma unroll
+        for (int e = 0; e < Pack<T>::N; ++e)
+            if (e < n) f(xs[e]);
+    });
+}
+
+// y's packs of a row: out(k, j, x, y) fills y[N] (fp32) from x[N] (fp32) for pack j (register
+// slot k, as for_each_pack), over the same packs (the missing elements of a last pack are
+// computed, not stored).
+template <typename T, int P, typename F>
+__device__ __forceinline__ void write_row(const RowPacks<T, P>& kept, const T* row, T* out_row, const RowGroup& g,
+                                          int cols, bool x_aligned, bool y_aligned, bool active, F out) {
+    constexpr int N = Pack<T>::N;
+    if (!active) return;
+    const int64_t packs = row_packs(cols, N);
+    auto write = [&](int k, int64_t j, const Pack<T>& x) {
+        float xs[N], ys[N];
+#pragma unroll
+        for (int e = 0; e < N; ++e) xs[e] = to_f32(x.v[e]);
+        out(k, j, xs, ys);
+        Pack<T> y;
+#pragma unroll
+        for (int e = 0; e < N; ++e) y.v[e] = from_f32<T>(ys[e]);
+        store_row_pack(out_row, j, cols, y_aligned, y);
+    };
+    if constexpr (P > 0) {
+#pragma unroll
+        for (int k = 0; k < P; ++k) {
+            const int64_t j = g.lane + static_cast<int64_t>(k) * g.G;
+            if (j < packs) write(k, j, kept.p[k]);
+        }
+    } else {
+        for (int64_t j = g.lane; j < packs; j += g.G) write(0, j, load_row_pack(row, j, cols, x_aligned));
+    }
+}
+
+// A pack of a row-long operand (weights, bias) as fp32.
+template <typename T>
+__device__ __forceinline__ void load_row_floats(const T* row, int64_t j, int cols, bool aligned, float (&out)[Pack<T>::N]) {
+    const Pack<T> p = load_row_pack(row, j, cols, aligned);
+#pragma unroll
+    for (int e = 0; e < Pack<T>::N; ++e) out[e] = to_f32(p.v[e]);
+}
+
+// The threads of a block and the rows each block holds, checked on the host.
+inline void check_rows(int64_t rows, int64_t cols, int64_t group, int64_t threads, int64_t packs_kept, int64_t n,
+                       const char* name) {
+    TORCH_CHECK(group >= 4 && group <= 1024 && (group & (group - 1)) == 0, name,
+                ": threads per row must be a power of two from 4 to 1024, got ", group);
+    TORCH_CHECK(threads >= group && threads <= 1024 && threads % group == 0 && threads % 32 == 0, name,
+                ": threads per block must be a multiple of 32 and of the row's ", group, " threads, at most 1024; got ",
+                threads);
+    TORCH_CHECK(cols >= 1 && cols <= 2147483647, name, ": rows of ", cols, " elements are not supported");
+    const int64_t packs = (cols + n - 1) / n;
+    TORCH_CHECK(packs_kept == 0 || packs_kept * group >= packs, name, ": ", packs_kept, " packs of ", n,
+                " elements per thread on ", group, " threads hold ", packs_kept * group * n, " of a row's ", cols,
+                " elements");
+    TORCH_CHECK(rows >= 1, name, ": no rows");
+}
+
+inline unsigned row_blocks(int64_t rows, int64_t group, int64_t threads) {
+    const int64_t per_block = threads / group;
+    return static_cast<unsigned>((rows + per_block - 1) / per_block);
+}
+
+// Dispatch on the packs a thread keeps (0, 1, 2, 4, 8) to a body that uses the constant `P`.
+#define HK_DISPATCH_PACKS(packs, name, ...)                                                        \
+    [&] {                                                                                          \
+        switch (packs) {                                                                           \
+            case 0: { constexpr int P = 0; return __VA_ARGS__(); }                                 \
+            case 1: { constexpr int P = 1; return __VA_ARGS__(); }                                 \
+            case 2: { constexpr int P = 2; return __VA_ARGS__(); }                                 \
+            case 4: { constexpr int P = 4; return __VA_ARGS__(); }                                 \
+            case 8: { constexpr int P = 8; return __VA_ARGS__(); }                                 \
+            default: TORCH_CHECK(false, name, ": packs kept per thread must be 0, 1, 2, 4 or 8, got ", packs); \
+        }                                                                                          \
+    }()
+
+}  // namespace hk

@@ -1,0 +1,81 @@
+"""The row kernels' configs (rows.cuh), chosen through harness.tuner's row search.
+
+A config is (``group``: threads per row, a power of two from 4 to 1024; ``packs``: 16-byte
+packs each thread keeps in registers, 0 to read the row again from L2; ``threads``: per
+block, so a block holds threads / group rows). Only ``group`` decides a row's bits; packs
+and threads are bit-neutral (rows.cuh), and the tuner checks that by digest. The bits are
+chosen once per (op, variant, row length, dtype), on the tuner's scratch problems, whatever
+the batch: batch invariance."""
+from harness import tuner
+from impls._frameworks._launch import configured
+from impls._frameworks.cuda.launch import fingerprint
+
+NEUTRAL = ("packs", "threads")
+MAX_KEPT = 8            # packs a thread keeps in registers: 32 registers of data
+MAX_LOOPED = 64         # packs a thread reads in turn when the row is read again (past it, 1024 threads)
+
+
+def configs(cols: int, itemsize: int, kept: bool = True, looped: bool = True) -> list[dict]:
+    """Every group size that has work for most of its threads, with the row kept in registers
+    where it fits (``kept``) and read again (``looped``: from 32 threads a row and 4 packs a
+    thread, where a kept row is the other choice)."""
+    packs = -(-cols // (16 // itemsize))
+    out = []
+    group = 4
+    while group <= 1024 and (group <= 4 or group // 2 < packs):
+        per_thread = -(-packs // group)
+        threads = max(group, 256)
+        if kept and per_thread <= MAX_KEPT:
+            out.append(dict(group=group, packs=1 << (per_thread - 1).bit_length(), threads=threads))
+        if looped and (group >= 32 or not kept) and (per_thread <= MAX_LOOPED or group == 1024) \
+                and (per_thread >= 4 or not kept):
+            out.append(dict(group=group, packs=0, threads=threads))
+        group *= 2
+    return out
+
+
+def unrunnable() -> tuple:
+    """The error of a config whose block needs more registers than an SM has (CUDA's
+    'too many resources requested for launch', raised by the launch check): the tuner skips
+    that config. It does not poison the CUDA context."""
+    import torch
+    return (getattr(torch, "AcceleratorError", RuntimeError),)
+
+
+def choose(key: tuple, label: str, cols: int, dtype, device, rows: int, scratch, bind, kept: bool = True,
+           looped: bool = True) -> tuple[dict, dict]:
+    """(config, tuning table) for a batch of ``rows``: the bits once per ``key`` (tune_rows),
+    then the batch's own config of those bits (for_batch). ``scratch(rows)``: arguments for a
+    batch (the output last); ``bind(config, args, rows)``: a launcher."""
+    space = configs(cols, dtype.itemsize, kept, looped)
+    if not space:
+        raise ValueError(f"{label}: no config holds a row of {cols} elements "
+                         f"({'in registers' if not looped else 'at all'})")
+    key = ("cuda", *key, cols, str(dtype))
+    row_space = tuner.RowSpace(label=f"CUDA {label} for {cols}-column rows ({str(dtype).replace('torch.', '')})",
+                               cols=cols, shapes=space, scratch=scratch, bind=bind, row_bytes=cols * dtype.itemsize,
+                               neutral=NEUTRAL, fingerprint=fingerprint(space), device=device,
+                               unrunnable=unrunnable())
+    tuned = tuner.tune_rows(key, row_space)
+    return tuner.for_batch(tuned, key, rows, row_space)
+
+
+def row_launcher(key: tuple, label: str, inputs: tuple, scratch, bind, kept: bool = True, looped: bool = True):
+    """The launcher of ``bind(config, inputs, rows)`` for the tuned config of this batch, with
+    the config and the tuning table attached; ``inputs[0]`` is x, ``inputs[-1]`` the output."""
+    x = inputs[0]
+    rows, cols = x.shape
+    config, table = choose(key, label, cols, x.dtype, x.device, rows, scratch, bind, kept, looped)
+    return configured(bind(config, inputs, rows), config, table)
+
+
+def scratch(cols: int, dtype, device, row_operands: int, weights: int):
+    """scratch(rows) for the tuner: ``row_operands`` random [rows, cols] tensors, ``weights``
+    random [cols] ones, then the output: fresh values, never the case's own inputs."""
+    import torch
+
+    def make(rows: int) -> tuple:
+        rowwise = [torch.randn(rows, cols, device=device).to(dtype) for _ in range(row_operands)]
+        per_column = [(1 + 0.1 * torch.randn(cols, device=device)).to(dtype) for _ in range(weights)]
+        return (*rowwise[:1], *per_column, *rowwise[1:], torch.empty(rows, cols, device=device, dtype=dtype))
+    return make
