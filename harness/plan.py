@@ -203,7 +203,7 @@ def build(cfg, device: torch.device) -> Plan:
 
         # Shape-major: every impl and variant of one (dtype, shape) runs back to back, so
         # that what is compared is measured seconds apart, not a sweep apart (a 5 us
-        # case moves 2-6% between device calls; docs/results, Small shapes).
+        # case moves 2-6% between device calls; docs/methodology.md).
         # A variant filter picks among an impl's variants; an impl that has only its one
         # unnamed version ('-') runs as it is: variant=on_chip compares on_chip with the peers.
         runs = [(name, variant) for name in wanted for variant in variants_of.get(name, [])

@@ -11,7 +11,7 @@ On a GPU each sample is: a spin kernel, an L2 flush, start event, the launch, en
   Python wrapper: tens of us), at least MIN_SPIN_US; a sample whose spin the GPU had
   finished before the host finished queueing it may hold host time (the GPU idled
   between the start event and the kernel): it is counted (``late_samples``), left out,
-  and the spin doubled. (r15, a fixed 0.1 ms spin: Liger's RMSNorm at 16x4096 bf16 timed
+  and the spin doubled. (With a fixed 0.1 ms spin Liger's RMSNorm at 16x4096 bf16 timed
   at a median of 21.0 us, p90 82 us, where the same kernel takes 4.5-5.2.)
 Samples are taken in batches until the spread (p90 - p10) / median is small enough, or
 the per-case time budget or the sample cap is reached. The median comes with a 95%
@@ -20,7 +20,7 @@ cases are also timed as a CUDA graph of back-to-back launches (warm L2, no launc
 ``graph_us`` per launch.
 
 A sample ends when the kernel's last instruction does, while L2 may still hold dirty lines
-of its output that reach memory only later (ncu on the H200, r67: ~26 MB of a 64 MiB
+of its output that reach memory only later (ncu on the H200: ~26 MB of a 64 MiB
 output, for our LayerNorm and Liger's alike): that write-back is charged to nobody, and a
 case of ~100 MiB reads a few % faster than the memory can stream it. So a case moving at
 least ``sustained_above_l2`` times the L2's size is also timed SUSTAINED: each sample is a
@@ -87,7 +87,7 @@ def median_interval(sorted_xs: list[float]) -> tuple[float, float]:
     below the true median is binomial(n, 1/2), so the order statistics ranked
     n/2 -+ 1.96 sqrt(n)/2 bracket it 95% of the time (normal approximation; a handful of
     samples gives [min, max]). Samples are taken as independent: this is the run's own
-    noise. Runs apart can differ by more (clocks, memory placement; docs/results)."""
+    noise. Runs apart can differ by more (clocks, memory placement; docs/methodology.md)."""
     n = len(sorted_xs)
     half = 1.96 * math.sqrt(n) / 2
     lo = max(0, math.floor(n / 2 - half) - 1)      # ranks counted from 1, indices from 0

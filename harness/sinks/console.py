@@ -139,7 +139,7 @@ def _ours_against_peers(recs: list[Record], shapes: list[str]) -> list[str]:
     return ["", "ours / best peer", *rows] if rows else []
 
 
-# A roof and a case timed minutes apart agree to ~1% at 1 GiB (docs/results). A case further
+# A roof and a case timed minutes apart agree to ~1% at 1 GiB (docs/methodology.md). A case further
 # above its roof than this says the roof's kernels ran slow in this run (on the H200 a read
 # roof once came from torch.sum at 4281 GB/s, where the streaming reads set 4402-4426 on other
 # runs, and the sums reached 4441): every % of roof of the run reads high.
