@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -139,8 +140,78 @@ def test_the_naive_sums_scratch_holds_every_pass_but_the_last():
 
 
 def test_the_image_build_script_runs_the_same_build():
-    import sys
     proc = subprocess.run(["bash", "scripts/build-extensions", "--help"], capture_output=True, text=True,
                           cwd=Path(__file__).resolve().parent.parent, env={**os.environ, "PYTHON": sys.executable})
     assert proc.returncode == 0, proc.stderr
     assert "impls/*/*.cu" in proc.stdout and "--out" in proc.stdout
+
+
+def _schemas() -> dict[str, list[str]]:
+    """Each op the .cu files register (TORCH_LIBRARY_FRAGMENT's m.def), its argument types."""
+    import re
+    found = {}
+    for source in build.sources():
+        for call in re.findall(r"m\.def\((.*?)\);", source.read_text(), re.S):
+            schema = "".join(re.findall(r'"([^"]*)"', call))
+            name, args = re.fullmatch(r"(\w+)\((.*)\) -> \(\)", schema).groups()
+            assert name not in found, f"{name} registered twice"
+            found[name] = [a.split()[0] for a in args.split(", ")]
+    return found
+
+
+class _SchemaCheckingOps:
+    """Stands in for torch.ops.harness_cuda: each call must name a registered op and pass it
+    arguments of the types its schema declares."""
+
+    PYTHON_TYPES = {"Tensor": torch.Tensor, "int": int, "float": float, "bool": bool}
+
+    def __init__(self):
+        self.schemas, self.calls = _schemas(), []
+
+    def __getattr__(self, name):
+        def call(*args):
+            assert name in self.schemas, f"torch.ops.harness_cuda.{name} is not registered by any .cu"
+            types = self.schemas[name]
+            assert len(args) == len(types), f"{name} takes {len(types)} arguments ({types}), got {len(args)}"
+            for i, (arg, kind) in enumerate(zip(args, types)):
+                want = self.PYTHON_TYPES[kind]
+                ok = isinstance(arg, want) and not (want is int and isinstance(arg, bool))
+                assert ok or (want is float and isinstance(arg, int)), f"{name} argument {i}: {kind}, got {arg!r}"
+            self.calls.append(name)
+        return call
+
+
+def test_every_cuda_impl_calls_its_kernels_with_the_registered_signature(monkeypatch):
+    """Each CUDA impl bound on the CPU (the tuner taking its first config) and launched once
+    against stand-ins that check the name, arity and argument types of every call."""
+    from impls._frameworks._launch import configured
+    from impls._frameworks.cuda import launch, rows
+    ops = _SchemaCheckingOps()
+    monkeypatch.setattr(build, "load", lambda: ops)
+    monkeypatch.setattr(launch, "sm_count", lambda device: 132)
+    specs = registry.ops()
+    for op_name in specs:
+        if "cuda" in registry.impl_modules(op_name):
+            assert not registry.load_impls(op_name, ["cuda"])[1]
+
+    def first_candidate(key, label, make, device, candidates=launch.CANDIDATES):
+        return configured(make(candidates[0]), candidates[0])
+    original = launch.tuned
+    for module in list(sys.modules.values()):   # wherever the impls took `tuned` by name
+        if getattr(module, "__name__", "").startswith("impls.") and getattr(module, "tuned", None) is original:
+            monkeypatch.setattr(module, "tuned", first_candidate)
+
+    def first_config(key, label, cols, dtype, device, rows_, scratch, bind, kept=True, looped=True):
+        return rows.configs(cols, dtype.itemsize, kept, looped)[0], {}
+    monkeypatch.setattr(rows, "choose", first_config)
+    keys = [k for k in registry.registered() if k[1] == "cuda"]
+    assert keys
+    for op_name, _, variant in keys:
+        spec = specs[op_name]()
+        shape = (1000,) if spec.ndim == 1 else (3, 781)
+        inputs = spec.inputs(shape, torch.bfloat16, "cpu", seed=1)
+        out = spec.make_output(inputs)
+        before = len(ops.calls)
+        registry.registered()[(op_name, "cuda", variant)].bind(**inputs, out=out)()
+        assert len(ops.calls) > before, f"{op_name} {variant} launched nothing"
+    assert set(ops.calls) == set(ops.schemas), f"registered but never called: {set(ops.schemas) - set(ops.calls)}"
