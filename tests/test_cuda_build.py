@@ -111,7 +111,10 @@ def test_a_kept_build_is_found_without_compiling(monkeypatch, tmp_path):
 
 
 def test_a_row_kernel_has_configs_for_every_row_length_and_holds_the_row_where_asked():
-    from impls._frameworks.cuda.rows import configs
+    from impls._frameworks.cuda.rows import MAX_THREADS, configs
+    source = (build.HERE / "rows.cuh").read_text()
+    assert "packs == 1 || packs == 2 ? 1024 : 512" in source and MAX_THREADS == {0: 512, 1: 1024, 2: 1024, 4: 512,
+                                                                                8: 512}
     for cols in (1, 7, 127, 781, 1000, 4096, 8192, 16384, 65536, 262144, 4000037):
         for itemsize in (2, 4):
             n = 16 // itemsize
@@ -121,7 +124,9 @@ def test_a_row_kernel_has_configs_for_every_row_length_and_holds_the_row_where_a
             assert all(c["packs"] == 0 for c in looped)
             for c in kept:   # the registers hold the whole row, and no more than twice it
                 assert c["packs"] * c["group"] >= packs and c["packs"] in (1, 2, 4, 8)
-                assert c["threads"] % c["group"] == 0 and c["threads"] % 32 == 0 and c["threads"] <= 1024
+            for c in kept + looped:   # a block the kernel was compiled for (rows.cuh max_threads)
+                assert c["threads"] % c["group"] == 0 and c["threads"] % 32 == 0
+                assert c["threads"] <= MAX_THREADS[c["packs"]], c
             if cols <= 16384:
                 assert kept, (cols, itemsize)
 
@@ -181,10 +186,22 @@ class _SchemaCheckingOps:
         return call
 
 
-def test_every_cuda_impl_calls_its_kernels_with_the_registered_signature(monkeypatch):
-    """Each CUDA impl bound on the CPU (the tuner taking its first config) and launched once
+def _sanitize_tool():
+    """devtools/cuda-sanitize as a module (its file has no .py suffix)."""
+    import importlib.machinery
+    import importlib.util
+    path = str(Path(__file__).resolve().parent.parent / "devtools" / "cuda-sanitize")
+    loader = importlib.machinery.SourceFileLoader("cuda_sanitize", path)
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader("cuda_sanitize", loader))
+    loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("pick", range(8))
+def test_every_cuda_impl_calls_its_kernels_with_the_registered_signature(monkeypatch, pick):
+    """Each CUDA impl bound on the CPU in config number ``pick`` of its space (as
+    devtools/cuda-sanitize --every-config binds them, the tuner not asked) and launched once
     against stand-ins that check the name, arity and argument types of every call."""
-    from impls._frameworks._launch import configured
     from impls._frameworks.cuda import launch, rows
     ops = _SchemaCheckingOps()
     monkeypatch.setattr(build, "load", lambda: ops)
@@ -193,25 +210,19 @@ def test_every_cuda_impl_calls_its_kernels_with_the_registered_signature(monkeyp
     for op_name in specs:
         if "cuda" in registry.impl_modules(op_name):
             assert not registry.load_impls(op_name, ["cuda"])[1]
-
-    def first_candidate(key, label, make, device, candidates=launch.CANDIDATES):
-        return configured(make(candidates[0]), candidates[0])
-    original = launch.tuned
-    for module in list(sys.modules.values()):   # wherever the impls took `tuned` by name
-        if getattr(module, "__name__", "").startswith("impls.") and getattr(module, "tuned", None) is original:
-            monkeypatch.setattr(module, "tuned", first_candidate)
-
-    def first_config(key, label, cols, dtype, device, rows_, scratch, bind, kept=True, looped=True):
-        return rows.configs(cols, dtype.itemsize, kept, looped)[0], {}
-    monkeypatch.setattr(rows, "choose", first_config)
+    for module in list(sys.modules.values()):   # put back what the tool replaces, after the test
+        if getattr(module, "__name__", "").startswith("impls.") and hasattr(module, "tuned"):
+            monkeypatch.setattr(module, "tuned", module.tuned)
+    monkeypatch.setattr(rows, "choose", rows.choose)
+    _sanitize_tool().without_tuning([pick])
     keys = [k for k in registry.registered() if k[1] == "cuda"]
     assert keys
     for op_name, _, variant in keys:
         spec = specs[op_name]()
-        shape = (1000,) if spec.ndim == 1 else (3, 781)
-        inputs = spec.inputs(shape, torch.bfloat16, "cpu", seed=1)
-        out = spec.make_output(inputs)
-        before = len(ops.calls)
-        registry.registered()[(op_name, "cuda", variant)].bind(**inputs, out=out)()
-        assert len(ops.calls) > before, f"{op_name} {variant} launched nothing"
+        for shape in ([(1000,), (7,)] if spec.ndim == 1 else [(3, 781), (2, 16384), (1, 1)]):
+            inputs = spec.inputs(shape, torch.bfloat16, "cpu", seed=1)
+            out = spec.make_output(inputs)
+            before = len(ops.calls)
+            registry.registered()[(op_name, "cuda", variant)].bind(**inputs, out=out)()
+            assert len(ops.calls) > before, f"{op_name} {variant} launched nothing"
     assert set(ops.calls) == set(ops.schemas), f"registered but never called: {set(ops.schemas) - set(ops.calls)}"

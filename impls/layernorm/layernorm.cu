@@ -25,8 +25,9 @@ __device__ __forceinline__ Stats shfl_xor(Stats v, int offset) {
 
 struct Merge {
     __device__ __forceinline__ Stats operator()(Stats a, Stats b) const {
+        if (a.n == 0.0f) return b;   // also keeps inf · 0 out of the first merge of a large mean
+        if (b.n == 0.0f) return a;
         const float n = a.n + b.n;
-        if (n == 0.0f) return a;
         const float delta = b.mean - a.mean, share = b.n / n;
         return {n, a.mean + delta * share, a.m2 + b.m2 + delta * delta * a.n * share};
     }
@@ -47,7 +48,7 @@ struct AddPair {
 enum Variant { WELFORD = 0, TWO_PASS = 1, NAIVE = 2 };
 
 template <typename T, int P, int V>
-__global__ void layernorm_rows(const T* __restrict__ x, const T* __restrict__ g, const T* __restrict__ b,
+__global__ void __launch_bounds__(hk::max_threads(P)) layernorm_rows(const T* __restrict__ x, const T* __restrict__ g, const T* __restrict__ b,
                                T* __restrict__ y, int64_t rows, int cols, float eps, int group) {
     constexpr int N = hk::Pack<T>::N;
     __shared__ float slots[32];

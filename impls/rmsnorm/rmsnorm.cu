@@ -29,7 +29,7 @@ __global__ void rmsnorm_block_per_row(const T* __restrict__ x, const T* __restri
 }
 
 template <typename T, int P>
-__global__ void rmsnorm_rows(const T* __restrict__ x, const T* __restrict__ g, T* __restrict__ y, int64_t rows,
+__global__ void __launch_bounds__(hk::max_threads(P)) rmsnorm_rows(const T* __restrict__ x, const T* __restrict__ g, T* __restrict__ y, int64_t rows,
                              int cols, float eps, int group) {
     constexpr int N = hk::Pack<T>::N;
     __shared__ float slots[32];

@@ -5,18 +5,19 @@
 //   unfused: this framework's separate kernels, each intermediate rounded to the dtype and
 //            written out (~10·R·H·s bytes): the tuned RMSNorm (rmsnorm.cu), then silu, mul and
 //            add as elementwise kernels here.
-// silu(n) = n / (1 + exp(-n)) with the accurate expf: for n below about -87 the quotient is a
-// subnormal float that an approximate exp or a flush to zero would lose (the large_gain set).
+// silu(n) = n / (1 + exp(-n)) with the accurate expf; below n = -80, where exp(-n) nears fp32's
+// overflow (-88.7) while n·e^n is still representable down to about -104 (subnormal), as n·e^n:
+// an approximate exp or a flush to zero would lose those values (the large_gain set).
 #include <torch/library.h>
 
 #include "rows.cuh"
 
 namespace {
 
-__device__ __forceinline__ float silu(float n) { return n / (1.0f + expf(-n)); }
+__device__ __forceinline__ float silu(float n) { return n < -80.0f ? n * expf(n) : n / (1.0f + expf(-n)); }
 
 template <typename T, int P>
-__global__ void chain_rows(const T* __restrict__ x, const T* __restrict__ g, const T* __restrict__ u,
+__global__ void __launch_bounds__(hk::max_threads(P)) chain_rows(const T* __restrict__ x, const T* __restrict__ g, const T* __restrict__ u,
                            const T* __restrict__ r, T* __restrict__ y, int64_t rows, int cols, float eps, int group) {
     constexpr int N = hk::Pack<T>::N;
     __shared__ float slots[32];

@@ -42,7 +42,7 @@ enum Variant { THREE_PASS = 0, ONLINE = 1, ON_CHIP = 2 };
 constexpr float NEG_INF = -__builtin_huge_valf();
 
 template <typename T, int P, int V>
-__global__ void softmax_rows(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int cols, int group) {
+__global__ void __launch_bounds__(hk::max_threads(P)) softmax_rows(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int cols, int group) {
     constexpr int N = hk::Pack<T>::N;
     __shared__ float slots[32];
     __shared__ MaxSum pair_slots[32];

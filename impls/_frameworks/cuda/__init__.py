@@ -29,4 +29,6 @@ class Cuda(Framework):
 
     def settings(self):
         from impls._frameworks.cuda import build
-        return {"build": build.build_hash(), "arch": build.arch(), "flags": " ".join(build.FLAGS)}
+        loaded = build.loaded()   # the library this process runs, not the sources on disk now
+        return {"build": loaded.parent.name if loaded else build.build_hash(), "arch": build.arch(),
+                "flags": " ".join(build.FLAGS)}

@@ -120,6 +120,11 @@ def build(out: Path | None = None, verbose: bool = False) -> Path:
 _loaded: Path | None = None
 
 
+def loaded() -> Path | None:
+    """The library file this process loaded, if any."""
+    return _loaded
+
+
 def load():
     """``torch.ops.harness_cuda``, built (or found) and loaded once per process."""
     global _loaded

@@ -26,7 +26,7 @@ struct RowGroup {
           row(static_cast<int64_t>(blockIdx.x) * (blockDim.x / g) + threadIdx.x / g) {}
 };
 
-__device__ __forceinline__ int64_t row_packs(int cols, int n) { return (cols + n - 1) / n; }
+__device__ __forceinline__ int64_t row_packs(int cols, int n) { return (static_cast<int64_t>(cols) + n - 1) / n; }
 
 __device__ __forceinline__ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
@@ -72,7 +72,12 @@ __device__ __forceinline__ float shfl_xor(float v, int offset) { return __shfl_x
 template <typename V, typename Op>
 __device__ __forceinline__ V group_reduce(V v, int G, Op op, V* slots) {
     const int width = G < 32 ? G : 32;
-    for (int offset = width / 2; offset > 0; offset >>= 1) v = op(v, shfl_xor(v, offset));
+    for (int offset = width / 2; offset > 0; offset >>= 1) {
+        // both lanes of a pair combine (lower, upper): the same bits in each, also for a
+        // combine that is not bitwise symmetric (Welford's merge)
+        const V other = shfl_xor(v, offset);
+        v = (threadIdx.x & offset) ? op(other, v) : op(v, other);
+    }
     if (G > 32) {
         const int warp = threadIdx.x >> 5;
         if ((threadIdx.x & 31) == 0) slots[warp] = v;
@@ -183,6 +188,13 @@ __device__ __forceinline__ void load_row_floats(const T* row, int64_t j, int col
     for (int e = 0; e < Pack<T>::N; ++e) out[e] = to_f32(p.v[e]);
 }
 
+// The most threads a block of a row kernel keeping P packs may have, given to the compiler as
+// __launch_bounds__ so that every config the host allows can launch (an SM holds 64K
+// registers: 1024 threads get 64 each, 512 get 128). Unbounded on sm_90, the looped kernels
+// took 66-96 registers and the kernels keeping 4 or 8 packs up to 153: 1024-thread blocks of
+// them failed to launch. rows.py's MAX_THREADS is the same table.
+constexpr int max_threads(int packs) { return packs == 1 || packs == 2 ? 1024 : 512; }
+
 // The threads of a block and the rows each block holds, checked on the host.
 inline void check_rows(int64_t rows, int64_t cols, int64_t group, int64_t threads, int64_t packs_kept, int64_t n,
                        const char* name) {
@@ -190,6 +202,9 @@ inline void check_rows(int64_t rows, int64_t cols, int64_t group, int64_t thread
                 ": threads per row must be a power of two from 4 to 1024, got ", group);
     TORCH_CHECK(threads >= group && threads <= 1024 && threads % group == 0 && threads % 32 == 0, name,
                 ": threads per block must be a multiple of 32 and of the row's ", group, " threads, at most 1024; got ",
+                threads);
+    TORCH_CHECK(threads <= max_threads(static_cast<int>(packs_kept)), name, ": a row kernel keeping ", packs_kept,
+                " packs a thread runs blocks of at most ", max_threads(static_cast<int>(packs_kept)), " threads, got ",
                 threads);
     TORCH_CHECK(cols >= 1 && cols <= 2147483647, name, ": rows of ", cols, " elements are not supported");
     const int64_t packs = (cols + n - 1) / n;

@@ -12,7 +12,11 @@ from impls._frameworks.cuda.launch import fingerprint
 
 NEUTRAL = ("packs", "threads")
 MAX_KEPT = 8            # packs a thread keeps in registers: 32 registers of data
-MAX_LOOPED = 64         # packs a thread reads in turn when the row is read again (past it, 1024 threads)
+MAX_LOOPED = 64         # packs a thread reads in turn when the row is read again (past it, 512 threads)
+# The most threads a block may have, by packs kept: rows.cuh's max_threads, which the kernels
+# are compiled for (__launch_bounds__), so that every config here launches.
+MAX_THREADS = {0: 512, 1: 1024, 2: 1024, 4: 512, 8: 512}
+MAX_LOOPED_GROUP = MAX_THREADS[0]
 
 
 def configs(cols: int, itemsize: int, kept: bool = True, looped: bool = True) -> list[dict]:
@@ -25,19 +29,20 @@ def configs(cols: int, itemsize: int, kept: bool = True, looped: bool = True) ->
     while group <= 1024 and (group <= 4 or group // 2 < packs):
         per_thread = -(-packs // group)
         threads = max(group, 256)
-        if kept and per_thread <= MAX_KEPT:
-            out.append(dict(group=group, packs=1 << (per_thread - 1).bit_length(), threads=threads))
-        if looped and (group >= 32 or not kept) and (per_thread <= MAX_LOOPED or group == 1024) \
-                and (per_thread >= 4 or not kept):
+        packs_kept = 1 << (per_thread - 1).bit_length()
+        if kept and per_thread <= MAX_KEPT and threads <= MAX_THREADS[packs_kept]:
+            out.append(dict(group=group, packs=packs_kept, threads=threads))
+        if looped and group <= MAX_LOOPED_GROUP and (group >= 32 or not kept) \
+                and (per_thread <= MAX_LOOPED or group == MAX_LOOPED_GROUP) and (per_thread >= 4 or not kept):
             out.append(dict(group=group, packs=0, threads=threads))
         group *= 2
     return out
 
 
 def unrunnable() -> tuple:
-    """The error of a config whose block needs more registers than an SM has (CUDA's
-    'too many resources requested for launch', raised by the launch check): the tuner skips
-    that config. It does not poison the CUDA context."""
+    """The error of a config that cannot launch (CUDA's 'too many resources requested for
+    launch', raised by the launch check; MAX_THREADS keeps the configs here clear of it): the
+    tuner skips that config."""
     import torch
     return (getattr(torch, "AcceleratorError", RuntimeError),)
 
