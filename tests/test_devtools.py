@@ -61,3 +61,13 @@ def test_gpu_run_names_a_bad_step_before_running_anything(tmp_path, args, messag
     proc = gpu_run(tmp_path, *args, out=out)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     assert list(out.iterdir()) == []
+
+
+def test_gpu_run_exits_with_the_worst_step_s_status(tmp_path):
+    """A sweep that fails (here: no harness to run in an empty folder) followed by one more
+    step still makes the whole call fail: a later step does not hide it."""
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = gpu_run(tmp_path, "sweep", "a", "5", "op=copy", "sweep", "b", "5", "op=copy", out=out)
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert "sweep a: exit" in (out / "log").read_text() and "sweep b: exit" in (out / "log").read_text()
