@@ -64,10 +64,18 @@ def test_gpu_run_names_a_bad_step_before_running_anything(tmp_path, args, messag
 
 
 def test_gpu_run_exits_with_the_worst_step_s_status(tmp_path):
-    """A sweep that fails (here: no harness to run in an empty folder) followed by one more
-    step still makes the whole call fail: a later step does not hide it."""
+    """A sweep that fails followed by one that passes still fails the whole call: the later
+    step does not hide it. (A stand-in python3 on PATH: the harness 'fails' on op=bad.)"""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "python3"
+    fake.write_text('#!/bin/sh\ncase "$*" in *op=bad*) exit 3 ;; esac\nexit 0\n')
+    fake.chmod(0o755)
     out = tmp_path / "out"
     out.mkdir()
-    proc = gpu_run(tmp_path, "sweep", "a", "5", "op=copy", "sweep", "b", "5", "op=copy", out=out)
-    assert proc.returncode != 0, proc.stdout + proc.stderr
-    assert "sweep a: exit" in (out / "log").read_text() and "sweep b: exit" in (out / "log").read_text()
+    env = {**os.environ, "OUT": str(out), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    proc = subprocess.run(["bash", str(GPU_RUN), "sweep", "a", "5", "op=bad", "sweep", "b", "5", "op=good"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    log = (out / "log").read_text()
+    assert "sweep a: exit 3" in log and "sweep b: exit 0" in log, log
+    assert proc.returncode == 3, log
