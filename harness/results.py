@@ -73,7 +73,9 @@ def gpu_of(r: Record) -> str | None:
 
 
 def on_cpu(r: Record) -> bool:
-    return not r.device.startswith("cuda") or r.timer in ("wall", "wall_interpreter")
+    """Measured on a CPU: a CPU device or a wall-clock timer. A record that names no device
+    (a case stopped before it began) is not counted as a CPU's: it has no GPU either."""
+    return (bool(r.device) and not r.device.startswith("cuda")) or r.timer in ("wall", "wall_interpreter")
 
 
 def slug(gpu: str) -> str:
