@@ -54,18 +54,12 @@ __global__ void __launch_bounds__(hk::max_threads(P)) layernorm_rows(const T* __
     __shared__ float slots[32];
     __shared__ Stats stat_slots[32];
     __shared__ SumPair pair_slots[32];
-    const hk::RowGroup rg(group);
-    const bool active = rg.row < rows;
-    const T* xr = x + (active ? rg.row : 0) * cols;
-    T* yr = y + (active ? rg.row : 0) * cols;
-    const bool x_aligned = hk::aligned16(xr), y_aligned = hk::aligned16(yr);
+    const hk::Row<T, P> row(x, y, rows, cols, group);
     const bool g_aligned = hk::aligned16(g), b_aligned = hk::aligned16(b);
-    hk::RowPacks<T, P> kept;
-    if constexpr (P > 0) kept.load(xr, rg, cols, x_aligned, active);
     float mean, var;
     if constexpr (V == WELFORD) {
         Stats state{0.0f, 0.0f, 0.0f};
-        hk::for_each_pack(kept, xr, rg, cols, x_aligned, active, [&](int, int64_t, const float* xs, int n) {
+        row.for_each_pack([&](int, int64_t, const float* xs, int n) {
             float sum = 0.0f;
 #pragma unroll
             for (int e = 0; e < N; ++e)
@@ -77,28 +71,28 @@ __global__ void __launch_bounds__(hk::max_threads(P)) layernorm_rows(const T* __
                 if (e < n) m2 = fmaf(xs[e] - pack_mean, xs[e] - pack_mean, m2);
             state = Merge{}(state, Stats{static_cast<float>(n), pack_mean, m2});
         });
-        state = hk::group_reduce(state, group, Merge{}, stat_slots);
+        state = row.reduce(state, Merge{}, stat_slots);
         mean = state.mean;
         var = state.m2 / cols;
     } else if constexpr (V == TWO_PASS) {
         float sum = 0.0f;
-        hk::for_each_element(kept, xr, rg, cols, x_aligned, active, [&](float v) { sum += v; });
-        mean = hk::group_reduce(sum, group, hk::Add{}, slots) / cols;
+        row.for_each_element([&](float v) { sum += v; });
+        mean = row.reduce(sum, hk::Add{}, slots) / cols;
         float m2 = 0.0f;
-        hk::for_each_element(kept, xr, rg, cols, x_aligned, active, [&](float v) { m2 = fmaf(v - mean, v - mean, m2); });
-        var = hk::group_reduce(m2, group, hk::Add{}, slots) / cols;
+        row.for_each_element([&](float v) { m2 = fmaf(v - mean, v - mean, m2); });
+        var = row.reduce(m2, hk::Add{}, slots) / cols;
     } else {
         SumPair pair{0.0f, 0.0f};
-        hk::for_each_element(kept, xr, rg, cols, x_aligned, active, [&](float v) {
+        row.for_each_element([&](float v) {
             pair.s += v;
             pair.q = fmaf(v, v, pair.q);
         });
-        pair = hk::group_reduce(pair, group, AddPair{}, pair_slots);
+        pair = row.reduce(pair, AddPair{}, pair_slots);
         mean = pair.s / cols;
         var = pair.q / cols - mean * mean;   // the unsafe formula, on purpose
     }
     const float rstd = rsqrtf(var + eps);
-    hk::write_row(kept, xr, yr, rg, cols, x_aligned, y_aligned, active, [&](int, int64_t j, const float* xs, float* ys) {
+    row.write([&](int, int64_t j, const float* xs, float* ys) {
         float w[N], c[N];
         hk::load_row_floats(g, j, cols, g_aligned, w);
         hk::load_row_floats(b, j, cols, b_aligned, c);

@@ -33,19 +33,13 @@ __global__ void __launch_bounds__(hk::max_threads(P)) rmsnorm_rows(const T* __re
                              int cols, float eps, int group) {
     constexpr int N = hk::Pack<T>::N;
     __shared__ float slots[32];
-    const hk::RowGroup rg(group);
-    const bool active = rg.row < rows;
-    const T* xr = x + (active ? rg.row : 0) * cols;
-    T* yr = y + (active ? rg.row : 0) * cols;
-    const bool x_aligned = hk::aligned16(xr), y_aligned = hk::aligned16(yr), g_aligned = hk::aligned16(g);
-    hk::RowPacks<T, P> kept;
-    if constexpr (P > 0) kept.load(xr, rg, cols, x_aligned, active);
+    const hk::Row<T, P> row(x, y, rows, cols, group);
+    const bool g_aligned = hk::aligned16(g);
     float squares = 0.0f;
-    hk::for_each_element(kept, xr, rg, cols, x_aligned, active,
-                         [&](float v) { squares = fmaf(v, v, squares); });
-    squares = hk::group_reduce(squares, group, hk::Add{}, slots);
+    row.for_each_element([&](float v) { squares = fmaf(v, v, squares); });
+    squares = row.reduce(squares, hk::Add{}, slots);
     const float inv = rsqrtf(squares / cols + eps);
-    hk::write_row(kept, xr, yr, rg, cols, x_aligned, y_aligned, active, [&](int, int64_t j, const float* xs, float* ys) {
+    row.write([&](int, int64_t j, const float* xs, float* ys) {
         float w[N];
         hk::load_row_floats(g, j, cols, g_aligned, w);
 #pragma unroll

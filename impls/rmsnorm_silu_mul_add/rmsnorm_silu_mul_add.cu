@@ -21,20 +21,14 @@ __global__ void __launch_bounds__(hk::max_threads(P)) chain_rows(const T* __rest
                            const T* __restrict__ r, T* __restrict__ y, int64_t rows, int cols, float eps, int group) {
     constexpr int N = hk::Pack<T>::N;
     __shared__ float slots[32];
-    const hk::RowGroup rg(group);
-    const bool active = rg.row < rows;
-    const int64_t offset = (active ? rg.row : 0) * cols;
-    const T *xr = x + offset, *ur = u + offset, *rr = r + offset;
-    T* yr = y + offset;
-    const bool x_aligned = hk::aligned16(xr), y_aligned = hk::aligned16(yr), g_aligned = hk::aligned16(g);
-    const bool u_aligned = hk::aligned16(ur), r_aligned = hk::aligned16(rr);
-    hk::RowPacks<T, P> kept;
-    if constexpr (P > 0) kept.load(xr, rg, cols, x_aligned, active);
+    const hk::Row<T, P> row(x, y, rows, cols, group);
+    const T *ur = u + row.offset, *rr = r + row.offset;
+    const bool g_aligned = hk::aligned16(g), u_aligned = hk::aligned16(ur), r_aligned = hk::aligned16(rr);
     float squares = 0.0f;
-    hk::for_each_element(kept, xr, rg, cols, x_aligned, active, [&](float v) { squares = fmaf(v, v, squares); });
-    squares = hk::group_reduce(squares, group, hk::Add{}, slots);
+    row.for_each_element([&](float v) { squares = fmaf(v, v, squares); });
+    squares = row.reduce(squares, hk::Add{}, slots);
     const float inv = rsqrtf(squares / cols + eps);
-    hk::write_row(kept, xr, yr, rg, cols, x_aligned, y_aligned, active, [&](int, int64_t j, const float* xs, float* ys) {
+    row.write([&](int, int64_t j, const float* xs, float* ys) {
         float w[N], us[N], rs[N];
         hk::load_row_floats(g, j, cols, g_aligned, w);
         hk::load_row_floats(ur, j, cols, u_aligned, us);

@@ -46,18 +46,12 @@ __global__ void __launch_bounds__(hk::max_threads(P)) softmax_rows(const T* __re
     constexpr int N = hk::Pack<T>::N;
     __shared__ float slots[32];
     __shared__ MaxSum pair_slots[32];
-    const hk::RowGroup rg(group);
-    const bool active = rg.row < rows;
-    const T* xr = x + (active ? rg.row : 0) * cols;
-    T* yr = y + (active ? rg.row : 0) * cols;
-    const bool x_aligned = hk::aligned16(xr), y_aligned = hk::aligned16(yr);
-    hk::RowPacks<T, P> kept;
-    if constexpr (P > 0) kept.load(xr, rg, cols, x_aligned, active);
+    const hk::Row<T, P> row(x, y, rows, cols, group);
     float m, s;
     if constexpr (V == ONLINE) {
         // per pack: its max first, the sum rescaled once if the max grew, then one exp per element
         MaxSum pair{NEG_INF, 0.0f};
-        hk::for_each_pack(kept, xr, rg, cols, x_aligned, active, [&](int, int64_t, const float* xs, int n) {
+        row.for_each_pack([&](int, int64_t, const float* xs, int n) {
             float pack_max = NEG_INF;
 #pragma unroll
             for (int e = 0; e < N; ++e)
@@ -70,42 +64,40 @@ __global__ void __launch_bounds__(hk::max_threads(P)) softmax_rows(const T* __re
                 if (e < n) sum += exp_of(xs[e] - grown);
             pair = {grown, sum};
         });
-        pair = hk::group_reduce(pair, group, Combine{}, pair_slots);
+        pair = row.reduce(pair, Combine{}, pair_slots);
         m = pair.m;
         s = pair.s;
     } else {
         m = NEG_INF;
-        hk::for_each_element(kept, xr, rg, cols, x_aligned, active, [&](float v) { m = hk::MaxNan{}(m, v); });
-        m = hk::group_reduce(m, group, hk::MaxNan{}, slots);
+        row.for_each_element([&](float v) { m = hk::MaxNan{}(m, v); });
+        m = row.reduce(m, hk::MaxNan{}, slots);
         s = 0.0f;
         if constexpr (V == ON_CHIP && P > 0) {
             // each exp once: kept in registers beside the row, then scaled
             float ex[P][N];
-            hk::for_each_pack(kept, xr, rg, cols, x_aligned, active, [&](int k, int64_t, const float* xs, int n) {
+            row.for_each_pack([&](int k, int64_t, const float* xs, int n) {
 #pragma unroll
                 for (int e = 0; e < N; ++e) {
                     ex[k][e] = exp_of(xs[e] - m);
                     if (e < n) s += ex[k][e];
                 }
             });
-            s = hk::group_reduce(s, group, hk::Add{}, slots);
+            s = row.reduce(s, hk::Add{}, slots);
             const float inv = 1.0f / s;
-            hk::write_row(kept, xr, yr, rg, cols, x_aligned, y_aligned, active,
-                          [&](int k, int64_t, const float*, float* ys) {
+            row.write([&](int k, int64_t, const float*, float* ys) {
 #pragma unroll
-                              for (int e = 0; e < N; ++e) ys[e] = ex[k][e] * inv;
-                          });
+                for (int e = 0; e < N; ++e) ys[e] = ex[k][e] * inv;
+            });
             return;
         }
-        hk::for_each_element(kept, xr, rg, cols, x_aligned, active, [&](float v) { s += exp_of(v - m); });
-        s = hk::group_reduce(s, group, hk::Add{}, slots);
+        row.for_each_element([&](float v) { s += exp_of(v - m); });
+        s = row.reduce(s, hk::Add{}, slots);
     }
     const float inv = 1.0f / s;   // an all -inf row: m = -inf, x - m = NaN: NaN, as the op says
-    hk::write_row(kept, xr, yr, rg, cols, x_aligned, y_aligned, active,
-                  [&](int, int64_t, const float* xs, float* ys) {
+    row.write([&](int, int64_t, const float* xs, float* ys) {
 #pragma unroll
-                      for (int e = 0; e < N; ++e) ys[e] = exp_of(xs[e] - m) * inv;
-                  });
+        for (int e = 0; e < N; ++e) ys[e] = exp_of(xs[e] - m) * inv;
+    });
 }
 
 void softmax(const at::Tensor& x, const at::Tensor& out, int64_t variant, int64_t group, int64_t threads,

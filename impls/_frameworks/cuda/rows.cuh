@@ -90,95 +90,92 @@ __device__ __forceinline__ V group_reduce(V v, int G, Op op, V* slots) {
     return v;
 }
 
-// A thread's packs of one row, kept in registers (P > 0): loaded all at once, every load in
-// flight before the first is used.
-template <typename T, int P> struct RowPacks {
-    Pack<T> p[P > 0 ? P : 1];
-    __device__ __forceinline__ void load(const T* row, const RowGroup& g, int cols, bool aligned, bool active) {
-        const int64_t packs = row_packs(cols, Pack<T>::N);
+// This thread's row: where it lies (``offset`` from the start of any [rows, cols] operand),
+// whether its start is 16-byte aligned, and, for P > 0, the thread's packs of x kept in
+// registers (all loaded at once, every load in flight before the first is used). A thread
+// past the last row is inactive: it visits and writes nothing, but still takes part in the
+// group's reductions (they may synchronise the block).
+template <typename T, int P> struct Row {
+    static constexpr int N = Pack<T>::N;
+    RowGroup g;
+    bool active;
+    int cols;
+    int64_t packs, offset;
+    const T* x;
+    T* y;
+    bool x_aligned, y_aligned;
+    Pack<T> kept[P > 0 ? P : 1];
+
+    __device__ __forceinline__ Row(const T* x_, T* y_, int64_t rows, int cols_, int group)
+        : g(group), active(g.row < rows), cols(cols_), packs(row_packs(cols_, N)), offset((active ? g.row : 0) * cols_),
+          x(x_ + offset), y(y_ + offset), x_aligned(aligned16(x)), y_aligned(aligned16(y)) {
+        if constexpr (P > 0) {
 #pragma unroll
-        for (int k = 0; k < (P > 0 ? P : 1); ++k) {
-            const int64_t j = g.lane + static_cast<int64_t>(k) * g.G;
-            if (active && j < packs) p[k] = load_row_pack(row, j, cols, aligned);
+            for (int k = 0; k < P; ++k) {
+                const int64_t j = g.lane + static_cast<int64_t>(k) * g.G;
+                if (active && j < packs) kept[k] = load_row_pack(x, j, cols, x_aligned);
+            }
         }
+    }
+
+    // f(k, j, xs, n) over this thread's packs, in their order: pack j as fp32 (xs[N], of which
+    // the first n exist), k its register slot (P > 0) or 0. From registers (P > 0) or read
+    // again from memory (P = 0, four packs in flight at a time).
+    template <typename F> __device__ __forceinline__ void for_each_pack(F f) const {
+        if (!active) return;
+        auto visit = [&](int k, int64_t j, const Pack<T>& p) {
+            float xs[N];
+#pragma unroll
+            for (int e = 0; e < N; ++e) xs[e] = to_f32(p.v[e]);
+            f(k, j, xs, pack_size<T>(j, cols));
+        };
+        if constexpr (P > 0) {
+#pragma unroll
+            for (int k = 0; k < P; ++k) {
+                const int64_t j = g.lane + static_cast<int64_t>(k) * g.G;
+                if (j < packs) visit(k, j, kept[k]);
+            }
+        } else {
+            constexpr int AHEAD = 4;
+            for (int64_t j0 = g.lane; j0 < packs; j0 += AHEAD * static_cast<int64_t>(g.G)) {
+                Pack<T> q[AHEAD];
+#pragma unroll
+                for (int a = 0; a < AHEAD; ++a)
+                    if (j0 + a * g.G < packs) q[a] = load_row_pack(x, j0 + a * g.G, cols, x_aligned);
+#pragma unroll
+                for (int a = 0; a < AHEAD; ++a)
+                    if (j0 + a * g.G < packs) visit(0, j0 + a * g.G, q[a]);
+            }
+        }
+    }
+
+    // f(value as fp32) over this thread's elements, in order.
+    template <typename F> __device__ __forceinline__ void for_each_element(F f) const {
+        for_each_pack([&](int, int64_t, const float* xs, int n) {
+#pragma unroll
+            for (int e = 0; e < N; ++e)
+                if (e < n) f(xs[e]);
+        });
+    }
+
+    // y's packs: out(k, j, xs, ys) fills ys[N] (fp32) from xs[N] for pack j, over the packs of
+    // for_each_pack (the missing elements of a last pack are computed, not stored).
+    template <typename F> __device__ __forceinline__ void write(F out) const {
+        for_each_pack([&](int k, int64_t j, const float* xs, int) {
+            float ys[N];
+            out(k, j, xs, ys);
+            Pack<T> p;
+#pragma unroll
+            for (int e = 0; e < N; ++e) p.v[e] = from_f32<T>(ys[e]);
+            store_row_pack(y, j, cols, y_aligned, p);
+        });
+    }
+
+    // The group's combine of v (group_reduce).
+    template <typename V, typename Op> __device__ __forceinline__ V reduce(V v, Op op, V* slots) const {
+        return group_reduce(v, g.G, op, slots);
     }
 };
-
-// f(k, j, xs, n) over this thread's packs of a row, in their order: pack j as fp32 (xs[N], of
-// which the first n exist), k its register slot (P > 0) or 0. From registers (P > 0) or read
-// again from memory (P = 0, four packs in flight at a time).
-template <typename T, int P, typename F>
-__device__ __forceinline__ void for_each_pack(const RowPacks<T, P>& kept, const T* row, const RowGroup& g, int cols,
-                                              bool aligned, bool active, F f) {
-    constexpr int N = Pack<T>::N;
-    if (!active) return;
-    const int64_t packs = row_packs(cols, N);
-    auto visit = [&](int k, int64_t j, const Pack<T>& p) {
-        float xs[N];
-#pragma unroll
-        for (int e = 0; e < N; ++e) xs[e] = to_f32(p.v[e]);
-        f(k, j, xs, pack_size<T>(j, cols));
-    };
-    if constexpr (P > 0) {
-#pragma unroll
-        for (int k = 0; k < P; ++k) {
-            const int64_t j = g.lane + static_cast<int64_t>(k) * g.G;
-            if (j < packs) visit(k, j, kept.p[k]);
-        }
-    } else {
-        constexpr int AHEAD = 4;
-        for (int64_t j0 = g.lane; j0 < packs; j0 += AHEAD * static_cast<int64_t>(g.G)) {
-            Pack<T> q[AHEAD];
-#pragma unroll
-            for (int a = 0; a < AHEAD; ++a)
-                if (j0 + a * g.G < packs) q[a] = load_row_pack(row, j0 + a * g.G, cols, aligned);
-#pragma unroll
-            for (int a = 0; a < AHEAD; ++a)
-                if (j0 + a * g.G < packs) visit(0, j0 + a * g.G, q[a]);
-        }
-    }
-}
-
-// f(value as fp32) over this thread's elements of a row, in order (for_each_pack).
-template <typename T, int P, typename F>
-__device__ __forceinline__ void for_each_element(const RowPacks<T, P>& kept, const T* row, const RowGroup& g, int cols,
-                                                 bool aligned, bool active, F f) {
-    for_each_pack(kept, row, g, cols, aligned, active, [&](int, int64_t, const float* xs, int n) {
-#pragma unroll
-        for (int e = 0; e < Pack<T>::N; ++e)
-            if (e < n) f(xs[e]);
-    });
-}
-
-// y's packs of a row: out(k, j, x, y) fills y[N] (fp32) from x[N] (fp32) for pack j (register
-// slot k, as for_each_pack), over the same packs (the missing elements of a last pack are
-// computed, not stored).
-template <typename T, int P, typename F>
-__device__ __forceinline__ void write_row(const RowPacks<T, P>& kept, const T* row, T* out_row, const RowGroup& g,
-                                          int cols, bool x_aligned, bool y_aligned, bool active, F out) {
-    constexpr int N = Pack<T>::N;
-    if (!active) return;
-    const int64_t packs = row_packs(cols, N);
-    auto write = [&](int k, int64_t j, const Pack<T>& x) {
-        float xs[N], ys[N];
-#pragma unroll
-        for (int e = 0; e < N; ++e) xs[e] = to_f32(x.v[e]);
-        out(k, j, xs, ys);
-        Pack<T> y;
-#pragma unroll
-        for (int e = 0; e < N; ++e) y.v[e] = from_f32<T>(ys[e]);
-        store_row_pack(out_row, j, cols, y_aligned, y);
-    };
-    if constexpr (P > 0) {
-#pragma unroll
-        for (int k = 0; k < P; ++k) {
-            const int64_t j = g.lane + static_cast<int64_t>(k) * g.G;
-            if (j < packs) write(k, j, kept.p[k]);
-        }
-    } else {
-        for (int64_t j = g.lane; j < packs; j += g.G) write(0, j, load_row_pack(row, j, cols, x_aligned));
-    }
-}
 
 // A pack of a row-long operand (weights, bias) as fp32.
 template <typename T>
