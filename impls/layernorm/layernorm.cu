@@ -47,19 +47,19 @@ struct AddPair {
 
 enum Variant { WELFORD = 0, TWO_PASS = 1, NAIVE = 2 };
 
-template <typename T, int P, int V>
+template <typename T, int P, int V, bool W>
 __global__ void __launch_bounds__(hk::max_threads(P)) layernorm_rows(const T* __restrict__ x, const T* __restrict__ g, const T* __restrict__ b,
                                T* __restrict__ y, int64_t rows, int cols, float eps, int group) {
     constexpr int N = hk::Pack<T>::N;
     __shared__ float slots[32];
     __shared__ Stats stat_slots[32];
     __shared__ SumPair pair_slots[32];
-    const hk::Row<T, P> row(x, y, rows, cols, group);
-    const bool g_aligned = hk::aligned16(g), b_aligned = hk::aligned16(b);
+    const hk::Row<T, P, W> row(x, y, rows, cols, group);
+    const hk::RowOperand<T, hk::operand_packs(P, 2), W> weight(g, false, row), bias(b, false, row);
     float mean, var;
     if constexpr (V == WELFORD) {
         Stats state{0.0f, 0.0f, 0.0f};
-        row.for_each_pack([&](int, int64_t, const float* xs, int n) {
+        row.for_each_pack([&](int, int, const float* xs, int n) {
             float sum = 0.0f;
 #pragma unroll
             for (int e = 0; e < N; ++e)
@@ -92,10 +92,10 @@ __global__ void __launch_bounds__(hk::max_threads(P)) layernorm_rows(const T* __
         var = pair.q / cols - mean * mean;   // the unsafe formula, on purpose
     }
     const float rstd = rsqrtf(var + eps);
-    row.write([&](int, int64_t j, const float* xs, float* ys) {
+    row.write([&](int k, int j, const float* xs, float* ys) {
         float w[N], c[N];
-        hk::load_row_floats(g, j, cols, g_aligned, w);
-        hk::load_row_floats(b, j, cols, b_aligned, c);
+        weight.at(k, j, w);
+        bias.at(k, j, c);
 #pragma unroll
         for (int e = 0; e < N; ++e) ys[e] = fmaf((xs[e] - mean) * rstd, w[e], c[e]);
     });
@@ -126,9 +126,11 @@ void layernorm(const at::Tensor& x, const at::Tensor& g, const at::Tensor& b, do
             const int c = static_cast<int>(cols), gr = static_cast<int>(group);
             const float e = static_cast<float>(eps);
             auto run = [&](auto kernel) { kernel<<<blocks, threads, 0, hk::stream()>>>(xp, gp, bp, yp, rows, c, e, gr); };
-            if (variant == WELFORD) run(layernorm_rows<scalar_t, P, WELFORD>);
-            else if (variant == TWO_PASS) run(layernorm_rows<scalar_t, P, TWO_PASS>);
-            else run(layernorm_rows<scalar_t, P, NAIVE>);
+            HK_DISPATCH_WHOLE(hk::whole_rows(cols, hk::Pack<scalar_t>::N, {xp, gp, bp, yp}), [&] {
+                if (variant == WELFORD) run(layernorm_rows<scalar_t, P, WELFORD, W>);
+                else if (variant == TWO_PASS) run(layernorm_rows<scalar_t, P, TWO_PASS, W>);
+                else run(layernorm_rows<scalar_t, P, NAIVE, W>);
+            });
             C10_CUDA_KERNEL_LAUNCH_CHECK();
         });
     });

@@ -28,20 +28,20 @@ __global__ void rmsnorm_block_per_row(const T* __restrict__ x, const T* __restri
         yr[i] = hk::from_f32<T>(hk::to_f32(xr[i]) * inv * hk::to_f32(g[i]));
 }
 
-template <typename T, int P>
+template <typename T, int P, bool W>
 __global__ void __launch_bounds__(hk::max_threads(P)) rmsnorm_rows(const T* __restrict__ x, const T* __restrict__ g, T* __restrict__ y, int64_t rows,
                              int cols, float eps, int group) {
     constexpr int N = hk::Pack<T>::N;
     __shared__ float slots[32];
-    const hk::Row<T, P> row(x, y, rows, cols, group);
-    const bool g_aligned = hk::aligned16(g);
+    const hk::Row<T, P, W> row(x, y, rows, cols, group);
+    const hk::RowOperand<T, hk::operand_packs(P, 1), W> weight(g, false, row);
     float squares = 0.0f;
     row.for_each_element([&](float v) { squares = fmaf(v, v, squares); });
     squares = row.reduce(squares, hk::Add{}, slots);
     const float inv = rsqrtf(squares / cols + eps);
-    row.write([&](int, int64_t j, const float* xs, float* ys) {
+    row.write([&](int k, int j, const float* xs, float* ys) {
         float w[N];
-        hk::load_row_floats(g, j, cols, g_aligned, w);
+        weight.at(k, j, w);
 #pragma unroll
         for (int e = 0; e < N; ++e) ys[e] = xs[e] * inv * w[e];
     });
@@ -74,11 +74,14 @@ void rmsnorm(const at::Tensor& x, const at::Tensor& g, double eps, const at::Ten
     const int64_t rows = x.size(0), cols = x.size(1);
     HK_DISPATCH(x.scalar_type(), "rmsnorm", [&] {
         hk::check_rows(rows, cols, group, threads, packs, hk::Pack<scalar_t>::N, "rmsnorm");
+        const bool whole = hk::whole_rows(cols, hk::Pack<scalar_t>::N, {x.data_ptr(), g.data_ptr(), out.data_ptr()});
         HK_DISPATCH_PACKS(packs, "rmsnorm", [&] {
-            rmsnorm_rows<scalar_t, P><<<hk::row_blocks(rows, group, threads), threads, 0, hk::stream()>>>(
-                static_cast<const scalar_t*>(x.data_ptr()), static_cast<const scalar_t*>(g.data_ptr()),
-                static_cast<scalar_t*>(out.data_ptr()), rows, static_cast<int>(cols), static_cast<float>(eps),
-                static_cast<int>(group));
+            HK_DISPATCH_WHOLE(whole, [&] {
+                rmsnorm_rows<scalar_t, P, W><<<hk::row_blocks(rows, group, threads), threads, 0, hk::stream()>>>(
+                    static_cast<const scalar_t*>(x.data_ptr()), static_cast<const scalar_t*>(g.data_ptr()),
+                    static_cast<scalar_t*>(out.data_ptr()), rows, static_cast<int>(cols), static_cast<float>(eps),
+                    static_cast<int>(group));
+            });
             C10_CUDA_KERNEL_LAUNCH_CHECK();
         });
     });

@@ -6,33 +6,36 @@
 //            written out (~10·R·H·s bytes): the tuned RMSNorm (rmsnorm.cu), then silu, mul and
 //            add as elementwise kernels here.
 // silu(n) = n / (1 + exp(-n)) with the accurate expf; below n = -80, where exp(-n) nears fp32's
-// overflow (-88.7) while n·e^n is still representable down to about -104 (subnormal), as n·e^n:
-// an approximate exp or a flush to zero would lose those values (the large_gain set).
+// overflow (-88.7) while n·e^n is still representable down to about -104 (subnormal), as
+// -exp(n + log(-n)): one exp rounded once into the subnormal result, where n·expf(n) rounds
+// e^n into a subnormal first (measured on the H200: 80 subnormal ulps off at n near -96,
+// outside the large_gain set's tolerance). An approximate exp or a flush to zero would lose
+// those values.
 #include <torch/library.h>
 
 #include "rows.cuh"
 
 namespace {
 
-__device__ __forceinline__ float silu(float n) { return n < -80.0f ? n * expf(n) : n / (1.0f + expf(-n)); }
+__device__ __forceinline__ float silu(float n) { return n < -80.0f ? -expf(n + logf(-n)) : n / (1.0f + expf(-n)); }
 
-template <typename T, int P>
+template <typename T, int P, bool W>
 __global__ void __launch_bounds__(hk::max_threads(P)) chain_rows(const T* __restrict__ x, const T* __restrict__ g, const T* __restrict__ u,
                            const T* __restrict__ r, T* __restrict__ y, int64_t rows, int cols, float eps, int group) {
     constexpr int N = hk::Pack<T>::N;
     __shared__ float slots[32];
-    const hk::Row<T, P> row(x, y, rows, cols, group);
-    const T *ur = u + row.offset, *rr = r + row.offset;
-    const bool g_aligned = hk::aligned16(g), u_aligned = hk::aligned16(ur), r_aligned = hk::aligned16(rr);
+    constexpr int K = hk::operand_packs(P, 3);
+    const hk::Row<T, P, W> row(x, y, rows, cols, group);
+    const hk::RowOperand<T, K, W> weight(g, false, row), up(u, true, row), residual(r, true, row);
     float squares = 0.0f;
     row.for_each_element([&](float v) { squares = fmaf(v, v, squares); });
     squares = row.reduce(squares, hk::Add{}, slots);
     const float inv = rsqrtf(squares / cols + eps);
-    row.write([&](int, int64_t j, const float* xs, float* ys) {
+    row.write([&](int k, int j, const float* xs, float* ys) {
         float w[N], us[N], rs[N];
-        hk::load_row_floats(g, j, cols, g_aligned, w);
-        hk::load_row_floats(ur, j, cols, u_aligned, us);
-        hk::load_row_floats(rr, j, cols, r_aligned, rs);
+        weight.at(k, j, w);
+        up.at(k, j, us);
+        residual.at(k, j, rs);
 #pragma unroll
         for (int e = 0; e < N; ++e) ys[e] = fmaf(silu(xs[e] * inv * w[e]), us[e], rs[e]);
     });
@@ -72,12 +75,16 @@ void chain_fused(const at::Tensor& x, const at::Tensor& g, const at::Tensor& u, 
     const int64_t rows = x.size(0), cols = x.size(1);
     HK_DISPATCH(x.scalar_type(), "rmsnorm_silu_mul_add", [&] {
         hk::check_rows(rows, cols, group, threads, packs, hk::Pack<scalar_t>::N, "rmsnorm_silu_mul_add");
+        const bool whole = hk::whole_rows(cols, hk::Pack<scalar_t>::N,
+                                          {x.data_ptr(), g.data_ptr(), u.data_ptr(), r.data_ptr(), out.data_ptr()});
         HK_DISPATCH_PACKS(packs, "rmsnorm_silu_mul_add", [&] {
-            chain_rows<scalar_t, P><<<hk::row_blocks(rows, group, threads), threads, 0, hk::stream()>>>(
-                static_cast<const scalar_t*>(x.data_ptr()), static_cast<const scalar_t*>(g.data_ptr()),
-                static_cast<const scalar_t*>(u.data_ptr()), static_cast<const scalar_t*>(r.data_ptr()),
-                static_cast<scalar_t*>(out.data_ptr()), rows, static_cast<int>(cols), static_cast<float>(eps),
-                static_cast<int>(group));
+            HK_DISPATCH_WHOLE(whole, [&] {
+                chain_rows<scalar_t, P, W><<<hk::row_blocks(rows, group, threads), threads, 0, hk::stream()>>>(
+                    static_cast<const scalar_t*>(x.data_ptr()), static_cast<const scalar_t*>(g.data_ptr()),
+                    static_cast<const scalar_t*>(u.data_ptr()), static_cast<const scalar_t*>(r.data_ptr()),
+                    static_cast<scalar_t*>(out.data_ptr()), rows, static_cast<int>(cols), static_cast<float>(eps),
+                    static_cast<int>(group));
+            });
             C10_CUDA_KERNEL_LAUNCH_CHECK();
         });
     });

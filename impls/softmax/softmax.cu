@@ -41,17 +41,17 @@ enum Variant { THREE_PASS = 0, ONLINE = 1, ON_CHIP = 2 };
 
 constexpr float NEG_INF = -__builtin_huge_valf();
 
-template <typename T, int P, int V>
+template <typename T, int P, int V, bool W>
 __global__ void __launch_bounds__(hk::max_threads(P)) softmax_rows(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int cols, int group) {
     constexpr int N = hk::Pack<T>::N;
     __shared__ float slots[32];
     __shared__ MaxSum pair_slots[32];
-    const hk::Row<T, P> row(x, y, rows, cols, group);
+    const hk::Row<T, P, W> row(x, y, rows, cols, group);
     float m, s;
     if constexpr (V == ONLINE) {
         // per pack: its max first, the sum rescaled once if the max grew, then one exp per element
         MaxSum pair{NEG_INF, 0.0f};
-        row.for_each_pack([&](int, int64_t, const float* xs, int n) {
+        row.for_each_pack([&](int, int, const float* xs, int n) {
             float pack_max = NEG_INF;
 #pragma unroll
             for (int e = 0; e < N; ++e)
@@ -72,10 +72,13 @@ __global__ void __launch_bounds__(hk::max_threads(P)) softmax_rows(const T* __re
         row.for_each_element([&](float v) { m = hk::MaxNan{}(m, v); });
         m = row.reduce(m, hk::MaxNan{}, slots);
         s = 0.0f;
-        if constexpr (V == ON_CHIP && P > 0) {
-            // each exp once: kept in registers beside the row, then scaled
+        if constexpr (V == ON_CHIP && P > 0 && sizeof(T) == 4) {
+            // fp32: each exp once, kept in registers beside the row, then scaled. For 16-bit
+            // types the exps are computed again in the write instead: kept as fp32 they would
+            // take twice the registers of the row itself, and registers bound the rows in flight
+            // (the same bits either way)
             float ex[P][N];
-            row.for_each_pack([&](int k, int64_t, const float* xs, int n) {
+            row.for_each_pack([&](int k, int, const float* xs, int n) {
 #pragma unroll
                 for (int e = 0; e < N; ++e) {
                     ex[k][e] = exp_of(xs[e] - m);
@@ -84,7 +87,7 @@ __global__ void __launch_bounds__(hk::max_threads(P)) softmax_rows(const T* __re
             });
             s = row.reduce(s, hk::Add{}, slots);
             const float inv = 1.0f / s;
-            row.write([&](int k, int64_t, const float*, float* ys) {
+            row.write([&](int k, int, const float*, float* ys) {
 #pragma unroll
                 for (int e = 0; e < N; ++e) ys[e] = ex[k][e] * inv;
             });
@@ -94,7 +97,7 @@ __global__ void __launch_bounds__(hk::max_threads(P)) softmax_rows(const T* __re
         s = row.reduce(s, hk::Add{}, slots);
     }
     const float inv = 1.0f / s;   // an all -inf row: m = -inf, x - m = NaN: NaN, as the op says
-    row.write([&](int, int64_t, const float* xs, float* ys) {
+    row.write([&](int, int, const float* xs, float* ys) {
 #pragma unroll
         for (int e = 0; e < N; ++e) ys[e] = exp_of(xs[e] - m) * inv;
     });
@@ -117,15 +120,17 @@ void softmax(const at::Tensor& x, const at::Tensor& out, int64_t variant, int64_
         auto* yp = static_cast<scalar_t*>(out.data_ptr());
         const unsigned blocks = hk::row_blocks(rows, group, threads);
         const int c = static_cast<int>(cols), g = static_cast<int>(group);
-        if (variant == THREE_PASS) {
-            softmax_rows<scalar_t, 0, THREE_PASS><<<blocks, threads, 0, hk::stream()>>>(xp, yp, rows, c, g);
-        } else if (variant == ONLINE) {
-            softmax_rows<scalar_t, 0, ONLINE><<<blocks, threads, 0, hk::stream()>>>(xp, yp, rows, c, g);
-        } else {
-            HK_DISPATCH_PACKS(packs, "softmax", [&] {
-                softmax_rows<scalar_t, P, ON_CHIP><<<blocks, threads, 0, hk::stream()>>>(xp, yp, rows, c, g);
-            });
-        }
+        HK_DISPATCH_WHOLE(hk::whole_rows(cols, hk::Pack<scalar_t>::N, {xp, yp}), [&] {
+            if (variant == THREE_PASS) {
+                softmax_rows<scalar_t, 0, THREE_PASS, W><<<blocks, threads, 0, hk::stream()>>>(xp, yp, rows, c, g);
+            } else if (variant == ONLINE) {
+                softmax_rows<scalar_t, 0, ONLINE, W><<<blocks, threads, 0, hk::stream()>>>(xp, yp, rows, c, g);
+            } else {
+                HK_DISPATCH_PACKS(packs, "softmax", [&] {
+                    softmax_rows<scalar_t, P, ON_CHIP, W><<<blocks, threads, 0, hk::stream()>>>(xp, yp, rows, c, g);
+                });
+            }
+        });
         C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
 }

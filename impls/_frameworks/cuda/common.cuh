@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -27,16 +28,66 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(flo
 template <> __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
 
 // --- 16-byte packs: one LDG.128 / STG.128 per thread ---------------------------------------
+// Held as four 32-bit words, two 16-bit elements to a word: an array of __nv_bfloat16 or
+// __half would take a register per element (for rmsnorm's 2-pack bf16 kernel on sm_90, 61
+// registers against 45 for the same kernel on words), and registers bound the rows in flight.
+// bf16 -> fp32 is exact: the element's bits in the high half of the word.
 template <typename T> struct alignas(16) Pack {
     static constexpr int N = 16 / sizeof(T);
-    T v[N];
+    uint32_t w[4];
+
+    __device__ __forceinline__ T get(int e) const {
+        if constexpr (sizeof(T) == 4) {
+            return __uint_as_float(w[e]);
+        } else {
+            const auto bits = static_cast<unsigned short>(w[e / 2] >> (16 * (e % 2)));
+            if constexpr (std::is_same_v<T, __half>) return __ushort_as_half(bits);
+            else return __ushort_as_bfloat16(bits);
+        }
+    }
+    __device__ __forceinline__ void set(int e, T v) {
+        if constexpr (sizeof(T) == 4) {
+            w[e] = __float_as_uint(v);
+        } else {
+            unsigned short bits;
+            if constexpr (std::is_same_v<T, __half>) bits = __half_as_ushort(v);
+            else bits = __bfloat16_as_ushort(v);
+            const int shift = 16 * (e % 2);
+            w[e / 2] = (w[e / 2] & ~(0xffffu << shift)) | (static_cast<uint32_t>(bits) << shift);
+        }
+    }
+    // Element e as fp32.
+    __device__ __forceinline__ float f32(int e) const {
+        if constexpr (std::is_same_v<T, __nv_bfloat16>)
+            return __uint_as_float(e % 2 ? (w[e / 2] & 0xffff0000u) : (w[e / 2] << 16));
+        else return to_f32(get(e));
+    }
+    // The pack of fp32 values v[N], each rounded once to T (two at a time for 16-bit types).
+    __device__ __forceinline__ void set_f32(const float (&v)[N]) {
+        if constexpr (sizeof(T) == 4) {
+#pragma unroll
+            for (int e = 0; e < N; ++e) w[e] = __float_as_uint(v[e]);
+        } else {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                if constexpr (std::is_same_v<T, __half>) {
+                    const __half2 h = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
+                    w[i] = *reinterpret_cast<const uint32_t*>(&h);
+                } else {
+                    const __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+                    w[i] = *reinterpret_cast<const uint32_t*>(&h);
+                }
+            }
+        }
+    }
 };
 
 template <typename T> __device__ __forceinline__ Pack<T> load_pack(const T* p) {
-    return *reinterpret_cast<const Pack<T>*>(p);
+    const uint4 v = *reinterpret_cast<const uint4*>(p);
+    return Pack<T>{{v.x, v.y, v.z, v.w}};
 }
 template <typename T> __device__ __forceinline__ void store_pack(T* p, const Pack<T>& v) {
-    *reinterpret_cast<Pack<T>*>(p) = v;
+    *reinterpret_cast<uint4*>(p) = make_uint4(v.w[0], v.w[1], v.w[2], v.w[3]);
 }
 
 // Elements before the first 16-byte boundary of p: a view at an odd element offset starts

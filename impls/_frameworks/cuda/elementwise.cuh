@@ -35,7 +35,7 @@ __global__ void elementwise_vector(const T* __restrict__ x, T* __restrict__ y, i
         for (int u = 0; u < UNROLL; ++u) {
             if (i + u * stride < packs) {
 #pragma unroll
-                for (int e = 0; e < N; ++e) v[u].v[e] = f(v[u].v[e]);
+                for (int e = 0; e < N; ++e) v[u].set(e, f(v[u].get(e)));
                 store_pack(yb + (i + u * stride) * N, v[u]);
             }
         }

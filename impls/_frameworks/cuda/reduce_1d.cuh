@@ -59,7 +59,7 @@ __device__ __forceinline__ float thread_share(const T* __restrict__ x, int64_t h
         for (int u = 0; u < REDUCE_UNROLL; ++u)
             if (i + u * stride < packs) {
 #pragma unroll
-                for (int e = 0; e < N; ++e) acc[u] = op(acc[u], to_f32(v[u].v[e]));
+                for (int e = 0; e < N; ++e) acc[u] = op(acc[u], v[u].f32(e));
             }
     }
     for (int64_t i = head + packs * N + tid; i < n; i += stride) acc[0] = op(acc[0], to_f32(x[i]));

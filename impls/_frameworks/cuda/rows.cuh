@@ -12,6 +12,8 @@
 // a row's bits are the same in any batch.
 #pragma once
 
+#include <initializer_list>
+
 #include "common.cuh"
 
 namespace hk {
@@ -26,40 +28,58 @@ struct RowGroup {
           row(static_cast<int64_t>(blockIdx.x) * (blockDim.x / g) + threadIdx.x / g) {}
 };
 
-__device__ __forceinline__ int64_t row_packs(int cols, int n) { return (static_cast<int64_t>(cols) + n - 1) / n; }
+__device__ __forceinline__ int row_packs(int cols, int n) { return static_cast<int>((static_cast<int64_t>(cols) + n - 1) / n); }
 
 __device__ __forceinline__ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// W ("whole"): the host found every row of every operand starting on a 16-byte boundary and
+// holding whole packs (cols a multiple of N, every base pointer aligned), so a pack is always
+// one 16-byte access and the kernel carries no per-element path. The general kernel (W false)
+// tests each pack; both do the same arithmetic in the same order, so a row's bits do not
+// depend on which one ran. The per-element path costs registers even where it never runs
+// (on sm_90, rmsnorm's bf16 kernel that reads the row again: 62 registers a thread against
+// 40; softmax's: 54 against 40), and registers bound the rows in flight per SM, which is what
+// a row kernel's bandwidth rests on.
+
 // Logical pack j of a row: one 16-byte load where the row start is aligned and the pack is
 // whole, else its elements one by one (the missing ones of the last pack left as they are).
-template <typename T>
-__device__ __forceinline__ Pack<T> load_row_pack(const T* row, int64_t j, int cols, bool aligned) {
+template <typename T, bool W>
+__device__ __forceinline__ Pack<T> load_row_pack(const T* row, int j, int cols, bool aligned) {
     constexpr int N = Pack<T>::N;
-    Pack<T> p;
-    if (aligned && (j + 1) * N <= cols) return load_pack(row + j * N);
+    if constexpr (W) {
+        return load_pack(row + j * N);
+    } else {
+        if (aligned && (j + 1) * N <= cols) return load_pack(row + j * N);
+        Pack<T> p{};
 #pragma unroll
-    for (int e = 0; e < N; ++e)
-        if (j * N + e < cols) p.v[e] = row[j * N + e];
-    return p;
+        for (int e = 0; e < N; ++e)
+            if (j * N + e < cols) p.set(e, row[j * N + e]);
+        return p;
+    }
 }
 
-template <typename T>
-__device__ __forceinline__ void store_row_pack(T* row, int64_t j, int cols, bool aligned, const Pack<T>& p) {
+template <typename T, bool W>
+__device__ __forceinline__ void store_row_pack(T* row, int j, int cols, bool aligned, const Pack<T>& p) {
     constexpr int N = Pack<T>::N;
-    if (aligned && (j + 1) * N <= cols) {
+    if constexpr (W) {
         store_pack(row + j * N, p);
-        return;
-    }
+    } else {
+        if (aligned && (j + 1) * N <= cols) {
+            store_pack(row + j * N, p);
+            return;
+        }
 #pragma unroll
-    for (int e = 0; e < N; ++e)
-        if (j * N + e < cols) row[j * N + e] = p.v[e];
+        for (int e = 0; e < N; ++e)
+            if (j * N + e < cols) row[j * N + e] = p.get(e);
+    }
 }
 
 // How many elements of pack j exist.
-template <typename T> __device__ __forceinline__ int pack_size(int64_t j, int cols) {
+template <typename T, bool W> __device__ __forceinline__ int pack_size(int j, int cols) {
     constexpr int N = Pack<T>::N;
-    const int64_t left = cols - j * N;
-    return left < N ? static_cast<int>(left) : N;
+    if constexpr (W) return N;
+    const int left = cols - j * N;
+    return left < N ? left : N;
 }
 
 // Shuffles of a value or of a small struct of floats (a softmax or Welford state).
@@ -72,7 +92,9 @@ __device__ __forceinline__ float shfl_xor(float v, int offset) { return __shfl_x
 template <typename V, typename Op>
 __device__ __forceinline__ V group_reduce(V v, int G, Op op, V* slots) {
     const int width = G < 32 ? G : 32;
-    for (int offset = width / 2; offset > 0; offset >>= 1) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        if (offset >= width) continue;
         // both lanes of a pair combine (lower, upper): the same bits in each, also for a
         // combine that is not bitwise symmetric (Welford's merge)
         const V other = shfl_xor(v, offset);
@@ -94,13 +116,14 @@ __device__ __forceinline__ V group_reduce(V v, int G, Op op, V* slots) {
 // whether its start is 16-byte aligned, and, for P > 0, the thread's packs of x kept in
 // registers (all loaded at once, every load in flight before the first is used). A thread
 // past the last row is inactive: it visits and writes nothing, but still takes part in the
-// group's reductions (they may synchronise the block).
-template <typename T, int P> struct Row {
+// group's reductions (they may synchronise the block). Pack indices within a row are 32-bit
+// (the host allows rows of up to 2^31 - 1 elements); only the row's offset is 64-bit.
+template <typename T, int P, bool W> struct Row {
     static constexpr int N = Pack<T>::N;
     RowGroup g;
     bool active;
-    int cols;
-    int64_t packs, offset;
+    int cols, packs;
+    int64_t offset;
     const T* x;
     T* y;
     bool x_aligned, y_aligned;
@@ -108,12 +131,12 @@ template <typename T, int P> struct Row {
 
     __device__ __forceinline__ Row(const T* x_, T* y_, int64_t rows, int cols_, int group)
         : g(group), active(g.row < rows), cols(cols_), packs(row_packs(cols_, N)), offset((active ? g.row : 0) * cols_),
-          x(x_ + offset), y(y_ + offset), x_aligned(aligned16(x)), y_aligned(aligned16(y)) {
+          x(x_ + offset), y(y_ + offset), x_aligned(W || aligned16(x)), y_aligned(W || aligned16(y)) {
         if constexpr (P > 0) {
 #pragma unroll
             for (int k = 0; k < P; ++k) {
-                const int64_t j = g.lane + static_cast<int64_t>(k) * g.G;
-                if (active && j < packs) kept[k] = load_row_pack(x, j, cols, x_aligned);
+                const int j = g.lane + k * g.G;
+                if (active && j < packs) kept[k] = load_row_pack<T, W>(x, j, cols, x_aligned);
             }
         }
     }
@@ -123,25 +146,25 @@ template <typename T, int P> struct Row {
     // again from memory (P = 0, four packs in flight at a time).
     template <typename F> __device__ __forceinline__ void for_each_pack(F f) const {
         if (!active) return;
-        auto visit = [&](int k, int64_t j, const Pack<T>& p) {
+        auto visit = [&](int k, int j, const Pack<T>& p) {
             float xs[N];
 #pragma unroll
-            for (int e = 0; e < N; ++e) xs[e] = to_f32(p.v[e]);
-            f(k, j, xs, pack_size<T>(j, cols));
+            for (int e = 0; e < N; ++e) xs[e] = p.f32(e);
+            f(k, j, xs, pack_size<T, W>(j, cols));
         };
         if constexpr (P > 0) {
 #pragma unroll
             for (int k = 0; k < P; ++k) {
-                const int64_t j = g.lane + static_cast<int64_t>(k) * g.G;
+                const int j = g.lane + k * g.G;
                 if (j < packs) visit(k, j, kept[k]);
             }
         } else {
             constexpr int AHEAD = 4;
-            for (int64_t j0 = g.lane; j0 < packs; j0 += AHEAD * static_cast<int64_t>(g.G)) {
+            for (int j0 = g.lane; j0 < packs; j0 += AHEAD * g.G) {
                 Pack<T> q[AHEAD];
 #pragma unroll
                 for (int a = 0; a < AHEAD; ++a)
-                    if (j0 + a * g.G < packs) q[a] = load_row_pack(x, j0 + a * g.G, cols, x_aligned);
+                    if (j0 + a * g.G < packs) q[a] = load_row_pack<T, W>(x, j0 + a * g.G, cols, x_aligned);
 #pragma unroll
                 for (int a = 0; a < AHEAD; ++a)
                     if (j0 + a * g.G < packs) visit(0, j0 + a * g.G, q[a]);
@@ -151,7 +174,7 @@ template <typename T, int P> struct Row {
 
     // f(value as fp32) over this thread's elements, in order.
     template <typename F> __device__ __forceinline__ void for_each_element(F f) const {
-        for_each_pack([&](int, int64_t, const float* xs, int n) {
+        for_each_pack([&](int, int, const float* xs, int n) {
 #pragma unroll
             for (int e = 0; e < N; ++e)
                 if (e < n) f(xs[e]);
@@ -161,13 +184,12 @@ template <typename T, int P> struct Row {
     // y's packs: out(k, j, xs, ys) fills ys[N] (fp32) from xs[N] for pack j, over the packs of
     // for_each_pack (the missing elements of a last pack are computed, not stored).
     template <typename F> __device__ __forceinline__ void write(F out) const {
-        for_each_pack([&](int k, int64_t j, const float* xs, int) {
+        for_each_pack([&](int k, int j, const float* xs, int) {
             float ys[N];
             out(k, j, xs, ys);
             Pack<T> p;
-#pragma unroll
-            for (int e = 0; e < N; ++e) p.v[e] = from_f32<T>(ys[e]);
-            store_row_pack(y, j, cols, y_aligned, p);
+            p.set_f32(ys);
+            store_row_pack<T, W>(y, j, cols, y_aligned, p);
         });
     }
 
@@ -177,13 +199,44 @@ template <typename T, int P> struct Row {
     }
 };
 
-// A pack of a row-long operand (weights, bias) as fp32.
-template <typename T>
-__device__ __forceinline__ void load_row_floats(const T* row, int64_t j, int cols, bool aligned, float (&out)[Pack<T>::N]) {
-    const Pack<T> p = load_row_pack(row, j, cols, aligned);
+// Another operand the row's output reads at the same places as x: a row-long one (weights,
+// bias: ``per_row`` false) or a [rows, cols] one (the chain's u and r: at the row's offset).
+// With K > 0 (K = P) its packs are loaded with x's, before the row's reduction, so that the
+// write after it waits on no load; with K = 0 each pack is loaded where it is used. at(k, j)
+// gives pack j (slot k) as fp32.
+template <typename T, int K, bool W> struct RowOperand {
+    static constexpr int N = Pack<T>::N;
+    const T* p;
+    int cols;
+    bool aligned;
+    Pack<T> kept[K > 0 ? K : 1];
+
+    template <int P>
+    __device__ __forceinline__ RowOperand(const T* base, bool per_row, const Row<T, P, W>& row)
+        : p(base + (per_row ? row.offset : 0)), cols(row.cols), aligned(W || aligned16(p)) {
+        static_assert(K == 0 || K == P, "an operand is kept in registers as x is, or not at all");
+        if constexpr (K > 0) {
 #pragma unroll
-    for (int e = 0; e < Pack<T>::N; ++e) out[e] = to_f32(p.v[e]);
-}
+            for (int k = 0; k < K; ++k) {
+                const int j = row.g.lane + k * row.g.G;
+                if (row.active && j < row.packs) kept[k] = load_row_pack<T, W>(p, j, cols, aligned);
+            }
+        }
+    }
+
+    __device__ __forceinline__ void at(int k, int j, float (&out)[N]) const {
+        Pack<T> q;
+        if constexpr (K > 0) q = kept[k];
+        else q = load_row_pack<T, W>(p, j, cols, aligned);
+#pragma unroll
+        for (int e = 0; e < N; ++e) out[e] = q.f32(e);
+    }
+};
+
+// Packs kept of each of `operands` other operands beside x's P: P while all of them together
+// stay within 8 packs (32 registers of data, the most x alone may keep), else 0 (loaded where
+// used).
+__host__ __device__ constexpr int operand_packs(int P, int operands) { return P * (1 + operands) <= 8 ? P : 0; }
 
 // The most threads a block of a row kernel keeping P packs may have, given to the compiler as
 // __launch_bounds__ so that every config the host allows can launch (an SM holds 64K
@@ -215,6 +268,22 @@ inline unsigned row_blocks(int64_t rows, int64_t group, int64_t threads) {
     const int64_t per_block = threads / group;
     return static_cast<unsigned>((rows + per_block - 1) / per_block);
 }
+
+// Whether every row of every operand starts on a 16-byte boundary and holds whole packs of
+// n elements (the kernels' W): cols a multiple of n and every base pointer aligned.
+inline bool whole_rows(int64_t cols, int64_t n, std::initializer_list<const void*> bases) {
+    if (cols % n != 0) return false;
+    for (const void* b : bases)
+        if (reinterpret_cast<uintptr_t>(b) % 16 != 0) return false;
+    return true;
+}
+
+// Dispatch on whole_rows' answer to a body that uses the constant `W`.
+#define HK_DISPATCH_WHOLE(whole, ...)                                                              \
+    [&] {                                                                                          \
+        if (whole) { constexpr bool W = true; return __VA_ARGS__(); }                              \
+        constexpr bool W = false; return __VA_ARGS__();                                            \
+    }()
 
 // Dispatch on the packs a thread keeps (0, 1, 2, 4, 8) to a body that uses the constant `P`.
 #define HK_DISPATCH_PACKS(packs, name, ...)                                                        \
