@@ -1,0 +1,29 @@
+"""Optional peers say why they cannot run, and their impls are found where installed."""
+import sys
+
+import torch
+
+from harness import registry
+
+
+def test_quack_says_why_it_cannot_run_on_a_cpu():
+    reason = registry.frameworks()["quack"].unusable(torch.device("cpu"))
+    assert reason and "NVIDIA GPUs only" in reason
+
+
+def test_quack_names_the_package_to_install_when_it_is_missing(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.setitem(sys.modules, "quack", None)   # import quack raises ImportError
+    reason = registry.frameworks()["quack"].unusable(torch.device("cuda"))
+    assert reason and "pip install quack-kernels" in reason
+
+
+def test_quack_needs_compute_capability_9(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    reason = registry.frameworks()["quack"].unusable(torch.device("cuda"))
+    assert reason and "9.0 or newer" in reason and "8.0" in reason
+
+
+def test_quack_offers_rmsnorm_and_softmax():
+    assert "quack" in registry.impl_modules("rmsnorm")
+    assert "quack" in registry.impl_modules("softmax")
