@@ -406,3 +406,40 @@ def test_the_cuda_kernels_are_right_at_odd_sizes_on_views_at_odd_offsets():
     proc = subprocess.run([sys.executable, str(ROOT / "devtools" / "cuda-sanitize"), "--every-config"],
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+
+
+# --- CuPy: what the harness's own checks do not single out -------------------------------
+
+def test_cupy_views_are_the_tensors_memory_and_launches_follow_the_current_stream():
+    """interop.view is the tensor's memory (a write through it shows in torch, also at an odd
+    offset and for bf16 as int16), and a CuPy launcher, raw or idiomatic, runs on whatever
+    stream is current when it is called: a side stream, and a CUDA graph's capture stream."""
+    pytest.importorskip("cupy")
+    from impls._frameworks.cupy import interop
+    from impls.scale.cupy import bind_idiomatic, bind_raw
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.randn(100_004, device="cuda").to(dtype)[1:]   # an odd offset: not 16-byte aligned
+        v = interop.view(x)
+        assert v.data.ptr == x.data_ptr() and v.shape == tuple(x.shape)
+        v[:3] = 0
+        torch.cuda.synchronize()
+        assert torch.equal(x[:3], torch.zeros(3, dtype=dtype, device="cuda"))
+    x = torch.randn(100_003, device="cuda")
+    out = torch.empty_like(x)
+    want = (0.5 * x.double()).float()   # exact: a power of two
+    for bind in (bind_raw, bind_idiomatic):
+        launch = bind(x, 0.5, out)
+        side = torch.cuda.Stream()
+        out.zero_()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            launch()
+        side.synchronize()
+        assert torch.equal(out, want), bind.__name__
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            launch()
+        out.zero_()
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, want), bind.__name__

@@ -1,0 +1,48 @@
+"""CuPy: each op written twice, so that the harness shows what each way gets.
+
+- ``idiomatic``: the op as a CuPy user writes it: ``cupy.copyto``, ``cupy.sum``/``cupy.max``
+  (CuPy's CUB-backed device reductions where CuPy can read the dtype), and ElementwiseKernel
+  and ReductionKernel (idiomatic.py) for the rest: a row op's statistics as a ReductionKernel
+  over the rows, then an ElementwiseKernel that broadcasts them. LayerNorm's ``naive``
+  negative control is written this way too.
+- the catalogue's variant names (``two_pass``, ``atomic``, ``three_pass``, ``online``,
+  ``on_chip``, ``welford``, ``fused``, ``unfused``) and ``raw`` (ops with no variants): RawModule
+  kernels (the .cuh files here) written for bandwidth: 16-byte packs, several loads in flight,
+  grid-stride loops, warp-shuffle and block reductions, their launch configurations chosen by
+  harness.tuner.
+
+Every launch runs on the current PyTorch stream, on zero-copy DLPack views of the harness's
+tensors (interop); bf16 travels as a 16-bit integer view that the kernels convert by hand.
+Kernels are compiled in ``bind`` (kernels.py; NVRTC, kept on disk by CuPy), never in a launch.
+
+Modules: interop (views, stream, CuPy's allocations through PyTorch's allocator), kernels (the
+raw sources, compiled), launch (grids, the tuned 1-D launchers), rows (the row kernels' configs
+through the tuner's row search), idiomatic (the ElementwiseKernel/ReductionKernel helpers)."""
+from harness.registry import OURS, Framework
+
+
+class CuPy(Framework):
+    name = "cupy"
+    role = OURS
+
+    def unusable(self, device):
+        if device.type != "cuda":
+            return ("CuPy runs on an NVIDIA GPU only (on a CPU the tests import these modules and compile the "
+                    "raw kernels' sources with nvcc, without running them)")
+        try:
+            import cupy
+        except Exception as e:  # noqa: BLE001 - a missing or broken install is the same answer
+            return (f"cupy is not importable here ({type(e).__name__}: {e}); install the wheel for this CUDA, "
+                    f"e.g. pip install cupy-cuda13x")
+        try:
+            count = cupy.cuda.runtime.getDeviceCount()
+        except Exception as e:  # noqa: BLE001 - CuPy's own words say what is wrong
+            return f"CuPy sees no GPU: {type(e).__name__}: {e}"
+        index = device.index if device.index is not None else 0
+        if index >= count:
+            return f"CuPy sees {count} GPU(s); {device} is not one of them"
+        return None
+
+    def settings(self):
+        from impls._frameworks.cupy import kernels
+        return kernels.settings()

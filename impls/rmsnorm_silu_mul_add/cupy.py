@@ -1,0 +1,52 @@
+"""CuPy chain y = silu(rmsnorm(x; g)) · u + r.
+  idiomatic: a ReductionKernel for each row's sum of squares, then one ElementwiseKernel for
+             the rest (CuPy fuses what a user writes in one kernel body): x read twice.
+  fused:     rows.cuh: the row's statistics, then silu(n)·u + r per element, rounded once:
+             4·R·H·s + H·s bytes.
+  unfused:   the raw RMSNorm, then silu, mul and add as raw elementwise kernels, each
+             intermediate rounded to the dtype, written and read back (~10·R·H·s bytes)."""
+import numpy as np
+import torch
+
+from harness.registry import impl
+from impls._frameworks._launch import configured
+from impls._frameworks.cupy import idiomatic, launch, rows
+from impls.rmsnorm.cupy import bind_raw as rmsnorm_raw
+
+
+@impl("rmsnorm_silu_mul_add", "cupy", variant="idiomatic")
+def bind_idiomatic(x, weight, u, r, eps, out):
+    squares = idiomatic.sum_of("ld(x) * ld(x)", "harness_rms_squares")
+    chain = idiomatic.elementwise(
+        "X x, float32 squares, X g, X u, X r, float32 eps, float32 n", "X y",
+        "const float normed = ld(x) * rsqrtf(squares / n + eps) * ld(g);"
+        "y = st<X>(normed / (1.0f + expf(-normed)) * ld(u) + ld(r))", "harness_chain")
+    eps32, n = np.float32(eps), np.float32(x.shape[1])
+
+    def compute(v, y):
+        chain(v["x"], squares(v["x"], axis=1, keepdims=True), v["g"], v["u"], v["r"], eps32, n, y)
+    return idiomatic.launcher(compute, {"x": x, "g": weight, "u": u, "r": r}, out,
+                              "ReductionKernel + ElementwiseKernel")
+
+
+@impl("rmsnorm_silu_mul_add", "cupy", variant="fused")
+def bind_fused(x, weight, u, r, eps, out):
+    return rows.row_launcher(("rmsnorm_silu_mul_add", "fused"), "rmsnorm_silu_mul_add fused",
+                             "rmsnorm_silu_mul_add_rows", (x, weight, u, r, out), (np.float32(eps),), weights=1)
+
+
+@impl("rmsnorm_silu_mul_add", "cupy", variant="unfused")
+def bind_unfused(x, weight, u, r, eps, out):
+    normed, activated, product = (torch.empty_like(x) for _ in range(3))
+    norm = rmsnorm_raw(x, weight, eps, normed)
+    silu = launch.elementwise("silu", normed, activated)
+    mul = launch.elementwise("mul", activated, product, b=u)
+    add = launch.elementwise("add", product, out, b=r)
+
+    def run():
+        norm()
+        silu()
+        mul()
+        add()
+    run.scratch = (normed, activated, product)
+    return configured(run, {"rmsnorm": norm.config, "silu": silu.config, "mul": mul.config, "add": add.config})

@@ -1,0 +1,40 @@
+"""CuPy softmax over the last dim; 2·R·C·s bytes.
+  idiomatic:  ReductionKernels for each row's max and sum of exp(x - max), then an
+              ElementwiseKernel for the output: three kernels, x read three times.
+  three_pass: rows.cuh, a group of threads per row, 16-byte packs: the max, the sum of exp,
+              the output, x read three times (the later reads mostly from L2).
+  online:     the (max, sum) pair rescaled as the max grows, merged in the group's tree: x
+              read twice.
+  on_chip:    the row kept in registers: x read once.
+The group (and so the bits) is tuned per row length and dtype, packs and block per batch."""
+from harness.registry import impl
+from impls._frameworks.cupy import idiomatic, rows
+
+
+@impl("softmax", "cupy", variant="idiomatic")
+def bind_idiomatic(x, out):
+    largest = idiomatic.max_of("ld(x)", "harness_softmax_max")
+    total = idiomatic.sum_of("expf(ld(x) - m)", "harness_softmax_sum", params="X x, float32 m")
+    write = idiomatic.elementwise("X x, float32 m, float32 s", "X y", "y = st<X>(expf(ld(x) - m) / s)",
+                                  "harness_softmax_write")
+
+    def compute(v, y):
+        m = largest(v["x"], axis=1, keepdims=True)
+        write(v["x"], m, total(v["x"], m, axis=1, keepdims=True), y)
+    return idiomatic.launcher(compute, {"x": x}, out, "2 ReductionKernels + ElementwiseKernel")
+
+
+VARIANTS = {"three_pass": "false", "online": "true", "on_chip": "false"}
+
+
+def _register(variant: str, online: str):
+    @impl("softmax", "cupy", variant=variant)
+    def bind(x, out):
+        on_chip = variant == "on_chip"
+        return rows.row_launcher(("softmax", variant), f"softmax {variant}", "softmax_rows", (x, out), (), weights=0,
+                                 kept=on_chip, looped=not on_chip, extra=online)
+    return bind
+
+
+for _variant, _online in VARIANTS.items():
+    _register(_variant, _online)
