@@ -1,0 +1,102 @@
+"""What every Numba impl shares at bind: the simulator switch, views of the harness's torch
+tensors without a copy, and launchers that only launch.
+
+- Views: on a GPU ``cuda.as_cuda_array`` over the tensor's ``__cuda_array_interface__``; under
+  the simulator a simulator array over the tensor's numpy view. Either way the kernel reads
+  and writes the tensor's own memory (a copy would fail the harness's bind check). bf16 has
+  no Numba type: its tensors are viewed as int16, the bits, which device.py converts.
+- Launches: compiled at bind (``specialize`` on the bound arguments, from the disk cache when
+  there), and launched on the stream that is current at each launch, looked up as a raw
+  pointer and wrapped once per stream (``cuda.external_stream``): never Numba's default
+  (legacy) stream, and never a stream fixed at bind (a CUDA graph capture runs the launcher
+  on a stream of its own).
+"""
+import torch
+
+from impls._frameworks.numba import cachedir
+
+cachedir.configure()
+
+from numba import cuda  # noqa: E402
+from numba.cuda.core import config as _config  # noqa: E402
+
+SIMULATED = bool(_config.ENABLE_CUDASIM)
+
+if SIMULATED:
+    from impls._frameworks.numba import simwarp
+    simwarp.install()
+
+# The storage each dtype is viewed as: bf16 as its bits.
+STORAGE = {torch.float32: torch.float32, torch.float16: torch.float16, torch.bfloat16: torch.int16}
+
+
+def view(t: torch.Tensor):
+    """A Numba device array over ``t``'s memory (no copy); bf16 as int16 bits."""
+    t = t.detach()
+    if t.dim() == 0:
+        t = t.view(1)   # a scalar output: element 0 of a 1-element array
+    storage = STORAGE.get(t.dtype, t.dtype)
+    if storage != t.dtype:
+        t = t.view(storage)
+    if SIMULATED:
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+        return FakeCUDAArray(t.numpy())
+    return cuda.as_cuda_array(t, sync=False)
+
+
+def _raw_stream(device_index: int) -> int:
+    get = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if get is not None:
+        return get(device_index)
+    return torch.cuda.current_stream(device_index).cuda_stream
+
+
+class Launch:
+    """One kernel launch, its grid and arguments fixed at bind; calling it launches it."""
+
+    def __init__(self, kernel, grid: int, block: int, args: tuple, shared_bytes: int = 0, device=None):
+        self.grid_dim, self.block_dim, self.args, self.shared_bytes = int(grid), int(block), tuple(args), int(shared_bytes)
+        if SIMULATED:
+            self.kernel = kernel
+            return
+        self.device_index = (device.index if device is not None and device.index is not None
+                             else torch.cuda.current_device())
+        self.kernel = kernel.specialize(*self.args)   # compiles (or loads from disk) now, not when timed
+        self._by_stream = {}
+
+    @property
+    def registers(self):
+        if SIMULATED:
+            return None
+        try:
+            compiled = next(iter(self.kernel.overloads.values()))
+            return compiled.get_regs_per_thread()   # for the tuner's table
+        except Exception:  # noqa: BLE001 - a detail of the record, never a reason to fail
+            return None
+
+    def __call__(self):
+        if SIMULATED:
+            # The simulator's kernel object holds one launch config at a time: set it every call.
+            self.kernel[self.grid_dim, self.block_dim, 0, self.shared_bytes](*self.args)
+            return
+        ptr = _raw_stream(self.device_index)
+        configured = self._by_stream.get(ptr)
+        if configured is None:
+            stream = cuda.external_stream(ptr) if ptr else cuda.default_stream()
+            configured = self._by_stream[ptr] = self.kernel[self.grid_dim, self.block_dim, stream, self.shared_bytes]
+        configured(*self.args)
+
+
+def sequence(*launches):
+    """A launcher of several launches, in order, on the current stream."""
+    def launch():
+        for one in launches:
+            one()
+    launch.registers = getattr(launches[0], "registers", None) if launches else None
+    return launch
+
+
+def sm_count(device) -> int:
+    if SIMULATED or device.type != "cuda":
+        return 1
+    return torch.cuda.get_device_properties(device).multi_processor_count
