@@ -47,9 +47,10 @@ def _layernorm(x, weight, bias, y, rows, cols, eps, group, cached, algorithm):
         if algorithm == WELFORD:
             step_mean = step_sum / float32(count)
             step_m2 = float32(0)
-            for u in range(count):
-                deviation = values[u] - step_mean
-                step_m2 += deviation * deviation
+            for u in range(UNROLL):   # all UNROLL, masked: a constant trip count keeps values in registers
+                if c + u * group < end:
+                    deviation = values[u] - step_mean
+                    step_m2 += deviation * deviation
             n, mean, m2 = welford_merge(n, mean, m2, float32(count), step_mean, step_m2)
         elif algorithm == NAIVE:
             mean += step_sum

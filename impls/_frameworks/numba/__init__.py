@@ -27,6 +27,7 @@ class Numba(Framework):
         # Read when numba.cuda is first imported: set before the impl modules are imported.
         if device.type == "cpu":
             os.environ.setdefault(SIM_ENV, "1")
+            _reload_config_if_imported()
         # One launch per small grid is what a row kernel on a few rows is: not worth a warning.
         os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
         from impls._frameworks.numba import cachedir
@@ -70,3 +71,12 @@ class Numba(Framework):
         except ImportError:
             version = "?"
         return {"numba": numba.__version__, "numba_cuda": version, "cache": cachedir.path().name}
+
+
+def _reload_config_if_imported():
+    """numba reads its environment when first imported: a ``numba`` imported before this
+    (numba.cuda not yet) must read it again to see the simulator switch."""
+    import sys
+    config = sys.modules.get("numba.core.config")
+    if config is not None and "numba.cuda" not in sys.modules:
+        config.reload_config()

@@ -22,7 +22,7 @@ NEUTRAL = ("threads", "cached")
 SHARED_LIMIT = 48 << 10       # dynamic shared memory a block may take without opting in (Numba cannot)
 BLOCK_THREADS = 256           # threads a block, unless one row's group is larger
 MIN_PER_THREAD, MAX_PER_THREAD = 4, 64
-SIM_PER_THREAD, SIM_MAX_GROUP = 8, 64
+SIM_PER_THREAD, SIM_MAX_GROUP = 16, 64
 
 
 def _pow2_at_least(n: int) -> int:

@@ -30,9 +30,17 @@ if SIMULATED:
 STORAGE = {torch.float32: torch.float32, torch.float16: torch.float16, torch.bfloat16: torch.int16}
 
 
+# The simulator runs a Python thread per CUDA thread and a few microseconds of Python per
+# element: past this many elements a launch takes minutes (sum's 2^25-term input set, hours).
+SIM_MAX_ELEMENTS = 1 << 22
+
+
 def view(t: torch.Tensor):
     """A Numba device array over ``t``'s memory (no copy); bf16 as int16 bits."""
     t = t.detach()
+    if SIMULATED and t.numel() > SIM_MAX_ELEMENTS:
+        raise ValueError(f"a tensor of {t.numel()} elements is too large for Numba's CUDA simulator (at most "
+                         f"{SIM_MAX_ELEMENTS}: a Python thread per CUDA thread); its size is checked on a GPU")
     if t.dim() == 0:
         t = t.view(1)   # a scalar output: element 0 of a 1-element array
     storage = STORAGE.get(t.dtype, t.dtype)
