@@ -1,34 +1,42 @@
-"""Compile every Numba kernel of impls/ for the GPU (PTX for sm_90), without a GPU and without
-the simulator: the simulator runs kernels as Python and never types them, so this is what
-checks that Numba can compile them, for every storage type (fp32, fp16, bf16's int16 bits) and
-every argument type their binds pass. Run as a script (the simulator must be off before
-numba.cuda is imported): ``python tests/numba_compile.py``; prints one line per kernel and
-type, exits 1 if any fails. Needs libnvvm and libdevice (a CUDA toolkit, CUDA_HOME) and NVRTC
-(pip nvidia-cuda-nvrtc)."""
+"""Compile every Numba kernel of impls/ for every storage type (fp32, fp16, bf16's int16 bits)
+and every argument type their binds pass. Run as a script (the simulator must be off before
+numba.cuda is imported); prints one line per kernel and type, exits 1 if any fails.
+
+``python tests/numba_compile.py``: PTX for sm_90 without a GPU. The simulator runs kernels as
+Python and never types them, so this is what checks in CI that Numba can compile them. Needs
+libnvvm and libdevice (a CUDA toolkit) and NVRTC (pip nvidia-cuda-nvrtc).
+``python tests/numba_compile.py --gpu``: on a GPU, compile and load each one through its
+dispatcher, as a bind does (from the disk cache in $HARNESS_CACHE/numba when it is there):
+prints the seconds and the cache's hits and misses (devtools/gpu/numba.sh times it cold and warm)."""
 import os
 import sys
 import time
 import traceback
 from pathlib import Path
 
+ON_GPU = "--gpu" in sys.argv
 os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
-os.environ["NUMBA_FORCE_CUDA_CC"] = "9.0"   # the device functions a kernel calls are typed for this, not a GPU's
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ARCH = (9, 0)
+if ON_GPU:
+    from impls._frameworks.numba import cachedir
+    cachedir.configure()
+else:
+    os.environ["NUMBA_FORCE_CUDA_CC"] = "9.0"   # the device functions a kernel calls are typed for this
 
 from numba import cuda  # noqa: E402
-from numba.cuda import dispatcher  # noqa: E402
-from numba.cuda.cudadrv import nvrtc  # noqa: E402
 
-ARCH = (9, 0)
-# Without a GPU NVRTC is asked which architectures it supports, to pick the nearest: answer it.
-nvrtc.get_supported_ccs = lambda: (ARCH,)
+if not ON_GPU:
+    from numba.cuda import dispatcher
+    from numba.cuda.cudadrv import nvrtc
 
+    # Without a GPU NVRTC is asked which architectures it supports, to pick the nearest: answer it.
+    nvrtc.get_supported_ccs = lambda: (ARCH,)
 
-class _Device:   # what the dispatcher asks of "the current device" when it types a device function
-    compute_capability = ARCH
+    class _Device:   # what the dispatcher asks of "the current device" when it types a device function
+        compute_capability = ARCH
 
-
-dispatcher.get_current_device = lambda: _Device()
+    dispatcher.get_current_device = lambda: _Device()
 
 import impls.copy.numba as copy  # noqa: E402
 import impls.layernorm.numba as layernorm  # noqa: E402
@@ -65,7 +73,23 @@ def signatures():
     yield "max finish", max_._finish, "void(float32[::1], float32[::1], int64)"
 
 
+def load_all() -> int:
+    """Compile (or load from the disk cache) every kernel through its dispatcher, as binds do."""
+    started, hits, misses = time.perf_counter(), 0, 0
+    for name, kernel, signature in signatures():
+        kernel.compile(signature)
+    for kernel in {id(k): k for _, k, _ in signatures()}.values():
+        hits += sum(kernel.stats.cache_hits.values())
+        misses += sum(kernel.stats.cache_misses.values())
+    print(f"numba: {len(list(signatures()))} kernels and types compiled or loaded in "
+          f"{time.perf_counter() - started:.1f} s: {hits} from the disk cache, {misses} compiled "
+          f"(cache {os.environ.get('NUMBA_CACHE_DIR')})")
+    return 0
+
+
 def main() -> int:
+    if ON_GPU:
+        return load_all()
     failed = 0
     for name, kernel, signature in signatures():
         started = time.perf_counter()

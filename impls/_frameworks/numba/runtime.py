@@ -5,8 +5,8 @@ tensors without a copy, and launchers that only launch.
   the simulator a simulator array over the tensor's numpy view. Either way the kernel reads
   and writes the tensor's own memory (a copy would fail the harness's bind check). bf16 has
   no Numba type: its tensors are viewed as int16, the bits, which device.py converts.
-- Launches: compiled at bind (``specialize`` on the bound arguments, from the disk cache when
-  there), and launched on the stream that is current at each launch, looked up as a raw
+- Launches: compiled at bind for the bound arguments' types (from the disk cache when there),
+  and launched on the stream that is current at each launch, looked up as a raw
   pointer and wrapped once per stream (``cuda.external_stream``): never Numba's default
   (legacy) stream, and never a stream fixed at bind (a CUDA graph capture runs the launcher
   on a stream of its own).
@@ -60,25 +60,31 @@ def _raw_stream(device_index: int) -> int:
 
 
 class Launch:
-    """One kernel launch, its grid and arguments fixed at bind; calling it launches it."""
+    """One kernel launch, its grid and arguments fixed at bind; calling it launches it.
+
+    On the GPU the kernel is compiled for the bound arguments' types at bind (through the
+    dispatcher, so from Numba's disk cache when it is there), and each call launches that
+    compiled kernel directly: what the dispatcher does per call, less typing every argument
+    and looking the kernel up again."""
 
     def __init__(self, kernel, grid: int, block: int, args: tuple, shared_bytes: int = 0, device=None):
         self.grid_dim, self.block_dim, self.args, self.shared_bytes = int(grid), int(block), tuple(args), int(shared_bytes)
+        self.kernel = kernel
         if SIMULATED:
-            self.kernel = kernel
             return
         self.device_index = (device.index if device is not None and device.index is not None
                              else torch.cuda.current_device())
-        self.kernel = kernel.specialize(*self.args)   # compiles (or loads from disk) now, not when timed
-        self._by_stream = {}
+        self.argtypes = tuple(kernel.typeof_pyval(a) for a in self.args)
+        self.compiled = kernel.compile(self.argtypes)   # now, not when timed
+        self._streams = {}
 
     @property
     def registers(self):
+        """Registers per thread (the tuner's table); None under the simulator."""
         if SIMULATED:
             return None
         try:
-            compiled = next(iter(self.kernel.overloads.values()))
-            return compiled.get_regs_per_thread()   # for the tuner's table
+            return self.kernel.get_regs_per_thread(self.argtypes)
         except Exception:  # noqa: BLE001 - a detail of the record, never a reason to fail
             return None
 
@@ -88,11 +94,10 @@ class Launch:
             self.kernel[self.grid_dim, self.block_dim, 0, self.shared_bytes](*self.args)
             return
         ptr = _raw_stream(self.device_index)
-        configured = self._by_stream.get(ptr)
-        if configured is None:
-            stream = cuda.external_stream(ptr) if ptr else cuda.default_stream()
-            configured = self._by_stream[ptr] = self.kernel[self.grid_dim, self.block_dim, stream, self.shared_bytes]
-        configured(*self.args)
+        stream = self._streams.get(ptr)
+        if stream is None:
+            stream = self._streams[ptr] = cuda.external_stream(ptr) if ptr else cuda.default_stream()
+        self.compiled.launch(self.args, (self.grid_dim, 1, 1), (self.block_dim, 1, 1), stream, self.shared_bytes)
 
 
 def sequence(*launches):
