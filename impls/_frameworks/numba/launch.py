@@ -10,7 +10,7 @@ stay few, with several blocks and grid-stride steps on the tests' sizes."""
 from harness import tuner
 from impls._frameworks._launch import configured
 from impls._frameworks.numba import cachedir
-from impls._frameworks.numba.runtime import SIMULATED, sm_count
+from impls._frameworks.numba.runtime import SIMULATED, TooManyThreads, sm_count
 
 UNROLL = 8          # elements in flight per thread per step (the kernels' local arrays)
 SIM_CONFIG = dict(threads=64, per_sm=2)
@@ -38,7 +38,8 @@ def tuned(key, label: str, make, device, candidates: list[dict] = CANDIDATES):
     if SIMULATED:
         launch = make(SIM_CONFIG)
         return configured(launch, {**SIM_CONFIG, **getattr(launch, "grid", {}), "simulated": True})
-    choice = tuner.tune(key, candidates, make, f"Numba {label}", fingerprint(candidates), device)
+    choice = tuner.tune(key, candidates, make, f"Numba {label}", fingerprint(candidates), device,
+                        unrunnable=(TooManyThreads,))
     launch = make(choice.config)
     return configured(launch, {**choice.config, **getattr(launch, "grid", {})}, choice.table)
 

@@ -15,7 +15,7 @@ the reductions on the tests' sizes: one thread a row, part of a warp, and severa
 from harness import tuner
 from impls._frameworks._launch import configured
 from impls._frameworks.numba.launch import fingerprint
-from impls._frameworks.numba.runtime import SIMULATED
+from impls._frameworks.numba.runtime import SIMULATED, TooManyThreads
 
 UNROLL = 8                    # columns in flight per thread per step (the kernels' local arrays)
 NEUTRAL = ("threads", "cached")
@@ -82,7 +82,8 @@ def row_launcher(key: tuple, label: str, inputs: tuple, scratch, bind, cacheable
     key = ("numba", *key, cols, str(x.dtype))
     row_space = tuner.RowSpace(label=f"Numba {label} for {cols}-column rows ({str(x.dtype).replace('torch.', '')})",
                                cols=cols, shapes=space, scratch=scratch, bind=bind, row_bytes=cols * x.element_size(),
-                               neutral=NEUTRAL, fingerprint=fingerprint(space), device=x.device)
+                               neutral=NEUTRAL, fingerprint=fingerprint(space), device=x.device,
+                               unrunnable=(TooManyThreads,))
     tuned = tuner.tune_rows(key, row_space)
     config, table = tuner.for_batch(tuned, key, rows, row_space)
     return configured(bind(config, inputs, rows), config, table)

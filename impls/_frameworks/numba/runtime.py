@@ -59,6 +59,10 @@ def _raw_stream(device_index: int) -> int:
     return torch.cuda.current_stream(device_index).cuda_stream
 
 
+class TooManyThreads(RuntimeError):
+    """A config whose block the compiled kernel cannot run: the tuners skip it."""
+
+
 class Launch:
     """One kernel launch, its grid and arguments fixed at bind; calling it launches it.
 
@@ -77,6 +81,11 @@ class Launch:
         self.argtypes = tuple(kernel.typeof_pyval(a) for a in self.args)
         self.compiled = kernel.compile(self.argtypes)   # now, not when timed
         self._streams = {}
+        # Numba compiles without launch bounds: a block larger than the registers allow fails
+        # at launch, where the tuner skips the config (TooManyThreads).
+        limit = self.compiled.max_threads_per_block
+        self.too_many = (f"{self.block_dim} threads a block: {kernel.py_func.__name__} takes at most {limit} "
+                         f"({self.registers} registers a thread)") if self.block_dim > limit else None
 
     @property
     def registers(self):
@@ -93,11 +102,20 @@ class Launch:
             # The simulator's kernel object holds one launch config at a time: set it every call.
             self.kernel[self.grid_dim, self.block_dim, 0, self.shared_bytes](*self.args)
             return
+        if self.too_many:
+            raise TooManyThreads(self.too_many)
         ptr = _raw_stream(self.device_index)
         stream = self._streams.get(ptr)
         if stream is None:
-            stream = self._streams[ptr] = cuda.external_stream(ptr) if ptr else cuda.default_stream()
+            stream = self._streams[ptr] = _core_stream(cuda.external_stream(ptr) if ptr else cuda.default_stream())
         self.compiled.launch(self.args, (self.grid_dim, 1, 1), (self.block_dim, 1, 1), stream, self.shared_bytes)
+
+
+def _core_stream(stream):
+    """The stream as the compiled kernel's launch takes it (cuda.core's), converted as the
+    dispatcher converts the stream of ``kernel[grid, block, stream]``."""
+    from numba.cuda.cudadrv import driver
+    return driver._to_core_stream(stream)
 
 
 def sequence(*launches):
