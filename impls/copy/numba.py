@@ -29,8 +29,8 @@ def _copy(x, y, n):
 def word_size(*tensors) -> int:
     """The widest word every tensor's address and byte size are a multiple of."""
     for size in (8, 4, 2):
-        if size >= tensors[0].element_size() and all(t.data_ptr() % size == 0 and t.numel() * t.element_size() % size == 0
-                                                      for t in tensors):
+        if size >= tensors[0].element_size() and all(
+                t.data_ptr() % size == 0 and t.numel() * t.element_size() % size == 0 for t in tensors):
             return size
     return tensors[0].element_size()
 

@@ -72,7 +72,8 @@ class Launch:
     and looking the kernel up again."""
 
     def __init__(self, kernel, grid: int, block: int, args: tuple, shared_bytes: int = 0, device=None):
-        self.grid_dim, self.block_dim, self.args, self.shared_bytes = int(grid), int(block), tuple(args), int(shared_bytes)
+        self.grid_dim, self.block_dim = int(grid), int(block)
+        self.args, self.shared_bytes = tuple(args), int(shared_bytes)
         self.kernel = kernel
         if SIMULATED:
             return
