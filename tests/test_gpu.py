@@ -443,3 +443,42 @@ def test_cupy_views_are_the_tensors_memory_and_launches_follow_the_current_strea
         graph.replay()
         torch.cuda.synchronize()
         assert torch.equal(out, want), bind.__name__
+
+
+# --- Numba -------------------------------------------------------------------------------
+
+NUMBA_BIND = """
+import json, time, torch
+from harness import registry
+fw = registry.frameworks()["numba"]
+fw.prepare(torch.device("cuda:0"))
+assert fw.unusable(torch.device("cuda:0")) is None, fw.unusable(torch.device("cuda:0"))
+import impls.rmsnorm.numba as m
+x = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16)
+w = torch.ones(4096, device="cuda", dtype=torch.bfloat16)
+started = time.perf_counter()
+launch = m.bind(x, w, 1e-6, torch.empty_like(x))
+launch()
+torch.cuda.synchronize()
+stats = m._rmsnorm.stats
+print(json.dumps({"seconds": time.perf_counter() - started, "hits": sum(stats.cache_hits.values()),
+                  "misses": sum(stats.cache_misses.values())}))
+"""
+
+
+def test_a_numba_kernel_compiled_once_loads_from_the_disk_cache_in_the_next_process(tmp_path):
+    """The first process compiles (a miss) and writes $HARNESS_CACHE/numba/<hash>; the next
+    one loads the kernel from there (a hit, no compile)."""
+    if registry.frameworks()["numba"].unusable(torch.device("cuda:0")):
+        pytest.skip(registry.frameworks()["numba"].unusable(torch.device("cuda:0")))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_CACHE": str(tmp_path), "HARNESS_TUNING": "cached"}
+    env.pop("NUMBA_CACHE_DIR", None)
+    runs = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-c", NUMBA_BIND], env=env, cwd=ROOT, capture_output=True, text=True,
+                              timeout=600)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    print(f"numba bind, cold: {runs[0]['seconds']:.2f} s, warm: {runs[1]['seconds']:.2f} s")
+    assert runs[0]["misses"] >= 1 and runs[1]["misses"] == 0 and runs[1]["hits"] >= 1, runs
+    assert list((tmp_path / "numba").iterdir()), "no cache folder under $HARNESS_CACHE/numba"

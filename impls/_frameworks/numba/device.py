@@ -1,0 +1,283 @@
+"""Device functions every Numba kernel shares: fp32 loads and stores of each storage type,
+and the reductions of a group of threads (the threads that share one row, or one block).
+
+Storage: fp32 as float32, fp16 as float16 (converted by the hardware's cvt), bf16 as int16
+bits: bf16 -> fp32 is the bits shifted up by 16; fp32 -> bf16 rounds to nearest even on
+the bits and keeps a NaN a (quiet) NaN of the same sign. ``load(a, i)`` and
+``store(a, i, v)`` pick the conversion from the array's type: at compile time on the GPU
+(an overload per type), from the value's numpy type under the simulator. The reinterpreting
+casts between a float and its bits, and rsqrt, are the only code that differs between the two (libdevice
+on the GPU, numpy under the simulator); the bit arithmetic is the same code.
+
+Reductions run over a *group*: ``group`` consecutive threads of a block (a power of two from
+1 to 1024; the block holds blockDim / group groups). Within a warp by xor shuffles, every lane
+ending with the same bits (a merge that is not commutative in its bits takes the lower lane's
+state first); past a warp through shared memory, each warp's result read back in warp order.
+The tree depends on ``group`` only: the bits of a row never depend on how many rows a block
+or a launch holds. Every thread of the block must call a reduction (they synchronise).
+"""
+import math
+
+import numpy as np
+from numba import cuda, float32, int16, int32, uint16, uint32
+
+from impls._frameworks.numba.runtime import SIMULATED
+
+FULL_MASK = 0xFFFFFFFF
+WARP = 32
+MAX_WARPS = 32            # 1024 threads a block
+NEG_INF = float32(-math.inf)
+
+# --- a float's bits and back, and rsqrt: the one place the simulator differs ------------------
+
+if SIMULATED:
+    @cuda.jit(device=True)
+    def float_bits(x):
+        return np.float32(x).view(np.uint32)
+
+    @cuda.jit(device=True)
+    def bits_float(b):
+        return np.uint32(b).view(np.float32)
+
+    @cuda.jit(device=True)
+    def rsqrt(v):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.float32(1) / np.sqrt(np.float32(v))
+else:
+    from numba.cuda import libdevice
+
+    @cuda.jit(device=True)
+    def float_bits(x):
+        return uint32(libdevice.float_as_int(float32(x)))
+
+    @cuda.jit(device=True)
+    def bits_float(b):
+        return libdevice.int_as_float(int32(b))
+
+    @cuda.jit(device=True)
+    def rsqrt(v):
+        return libdevice.rsqrtf(float32(v))   # NaN below 0, as the simulator's
+
+
+@cuda.jit(device=True)
+def bf16_to_f32(bits):
+    """bf16 bits (int16) to fp32: the top half of the fp32 word; exact."""
+    return bits_float(uint32(uint32(uint16(bits)) << uint32(16)))
+
+
+@cuda.jit(device=True)
+def f32_to_bf16(x):
+    """fp32 to bf16 bits (int16), rounded to nearest even; a NaN stays a NaN (quieted), sign kept."""
+    b = float_bits(x)
+    if (b & uint32(0x7FFFFFFF)) > uint32(0x7F800000):
+        return int16(uint16((b >> uint32(16)) | uint32(0x0040)))
+    rounded = (b + uint32(0x7FFF) + ((b >> uint32(16)) & uint32(1))) >> uint32(16)
+    return int16(uint16(rounded))
+
+
+# --- loads and stores through fp32 -------------------------------------------------------
+
+def load(a, i):
+    """a[i] as fp32. The simulator runs this Python; on the GPU the overload below replaces it."""
+    v = a[i]
+    if v.dtype == np.int16:
+        return bf16_to_f32(v)
+    return np.float32(v)
+
+
+def store(a, i, v):
+    """a[i] = v (fp32), rounded once into a's type. The simulator runs this Python."""
+    if a.dtype == np.int16:
+        a[i] = f32_to_bf16(v)
+    else:
+        a[i] = v
+
+
+if not SIMULATED:
+    from numba.cuda import types
+    from numba.cuda.extending import overload
+
+    @overload(load, target="cuda")
+    def _load(a, i):
+        if a.dtype == types.int16:
+            return lambda a, i: bf16_to_f32(a[i])
+        return lambda a, i: float32(a[i])
+
+    @overload(store, target="cuda")
+    def _store(a, i, v):
+        if a.dtype == types.int16:
+            def bf16(a, i, v):
+                a[i] = f32_to_bf16(v)
+            return bf16
+
+        def other(a, i, v):
+            a[i] = v   # Numba's cast: cvt.rn into fp16, none for fp32
+        return other
+
+
+# --- combines --------------------------------------------------------------------------
+
+@cuda.jit(device=True)
+def max_nan(a, b):
+    """max that returns NaN if either is NaN."""
+    if a != a:
+        return a
+    if b != b:
+        return b
+    return a if a > b else b
+
+
+@cuda.jit(device=True)
+def welford_merge(n_a, mean_a, m2_a, n_b, mean_b, m2_b):
+    """Chan et al.'s merge of two (count, mean, M2) states."""
+    n = n_a + n_b
+    if n == float32(0):
+        return float32(0), float32(0), float32(0)
+    delta = mean_b - mean_a
+    share = n_b / n
+    return n, mean_a + delta * share, m2_a + m2_b + delta * delta * n_a * share
+
+
+@cuda.jit(device=True)
+def online_merge(m_a, d_a, m_b, d_b):
+    """Two (max, sum of exp(x - max)) states as one; an all -inf state (d = 0) adds nothing."""
+    m = max_nan(m_a, m_b)
+    if m == NEG_INF:
+        return m, float32(0)
+    return m, d_a * math.exp(m_a - m) + d_b * math.exp(m_b - m)
+
+
+@cuda.jit(device=True)
+def online_add(m, d, x):
+    """One element into a running (max, sum of exp(x - max)); -inf adds nothing."""
+    if x == NEG_INF:
+        return m, d
+    if x > m or x != x:
+        return x, d * math.exp(m - x) + float32(1)
+    return m, d + math.exp(x - m)
+
+
+# --- reductions over a group of threads ------------------------------------------------------
+
+@cuda.jit(device=True)
+def _xor(v, offset):
+    return cuda.shfl_xor_sync(FULL_MASK, v, int32(offset))
+
+
+@cuda.jit(device=True)
+def _lower_lane(offset):
+    """Whether this lane is the lower of the pair an xor step of ``offset`` joins."""
+    return (cuda.threadIdx.x & offset) == 0
+
+
+@cuda.jit(device=True)
+def _group_start_warp(group):
+    return (cuda.threadIdx.x // group) * (group // WARP)
+
+
+@cuda.jit(device=True)
+def group_sum(v, group):
+    offset = min(group, WARP) // 2
+    while offset > 0:
+        v += _xor(v, offset)
+        offset //= 2
+    if group <= WARP:
+        return v
+    partial = cuda.shared.array(MAX_WARPS, float32)
+    tid = cuda.threadIdx.x
+    if tid % WARP == 0:
+        partial[tid // WARP] = v
+    cuda.syncthreads()
+    first = _group_start_warp(group)
+    total = partial[first]
+    for w in range(1, group // WARP):
+        total += partial[first + w]
+    cuda.syncthreads()
+    return total
+
+
+@cuda.jit(device=True)
+def group_max(v, group):
+    offset = min(group, WARP) // 2
+    while offset > 0:
+        v = max_nan(v, _xor(v, offset))
+        offset //= 2
+    if group <= WARP:
+        return v
+    partial = cuda.shared.array(MAX_WARPS, float32)
+    tid = cuda.threadIdx.x
+    if tid % WARP == 0:
+        partial[tid // WARP] = v
+    cuda.syncthreads()
+    first = _group_start_warp(group)
+    total = partial[first]
+    for w in range(1, group // WARP):
+        total = max_nan(total, partial[first + w])
+    cuda.syncthreads()
+    return total
+
+
+@cuda.jit(device=True)
+def group_welford(n, mean, m2, group):
+    offset = min(group, WARP) // 2
+    while offset > 0:
+        n_o, mean_o, m2_o = _xor(n, offset), _xor(mean, offset), _xor(m2, offset)
+        if _lower_lane(offset):
+            n, mean, m2 = welford_merge(n, mean, m2, n_o, mean_o, m2_o)
+        else:
+            n, mean, m2 = welford_merge(n_o, mean_o, m2_o, n, mean, m2)
+        offset //= 2
+    if group <= WARP:
+        return n, mean, m2
+    counts = cuda.shared.array(MAX_WARPS, float32)
+    means = cuda.shared.array(MAX_WARPS, float32)
+    m2s = cuda.shared.array(MAX_WARPS, float32)
+    tid = cuda.threadIdx.x
+    if tid % WARP == 0:
+        counts[tid // WARP] = n
+        means[tid // WARP] = mean
+        m2s[tid // WARP] = m2
+    cuda.syncthreads()
+    first = _group_start_warp(group)
+    n, mean, m2 = counts[first], means[first], m2s[first]
+    for w in range(1, group // WARP):
+        n, mean, m2 = welford_merge(n, mean, m2, counts[first + w], means[first + w], m2s[first + w])
+    cuda.syncthreads()
+    return n, mean, m2
+
+
+@cuda.jit(device=True)
+def group_online(m, d, group):
+    offset = min(group, WARP) // 2
+    while offset > 0:
+        m_o, d_o = _xor(m, offset), _xor(d, offset)
+        if _lower_lane(offset):
+            m, d = online_merge(m, d, m_o, d_o)
+        else:
+            m, d = online_merge(m_o, d_o, m, d)
+        offset //= 2
+    if group <= WARP:
+        return m, d
+    maxima = cuda.shared.array(MAX_WARPS, float32)
+    sums = cuda.shared.array(MAX_WARPS, float32)
+    tid = cuda.threadIdx.x
+    if tid % WARP == 0:
+        maxima[tid // WARP] = m
+        sums[tid // WARP] = d
+    cuda.syncthreads()
+    first = _group_start_warp(group)
+    m, d = maxima[first], sums[first]
+    for w in range(1, group // WARP):
+        m, d = online_merge(m, d, maxima[first + w], sums[first + w])
+    cuda.syncthreads()
+    return m, d
+
+
+@cuda.jit(device=True)
+def silu(n):
+    """n·sigmoid(n) without losing the tail: for n < 0 as n·e^n / (1 + e^n), which stays a
+    (sub)normal where 1 + e^-n overflows (n < -88.7)."""
+    if n < float32(0):
+        e = math.exp(n)
+        return n * e / (float32(1) + e)
+    return n / (float32(1) + math.exp(-n))

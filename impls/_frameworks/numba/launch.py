@@ -1,0 +1,51 @@
+"""The 1-D kernels' launch configurations (copy, scale, sum, max, the chain's elementwise
+steps), chosen through harness.tuner.
+
+A config is (threads per block, blocks per SM); ``per_sm`` 0 means enough blocks for one pass
+over the data. Each thread takes UNROLL elements a step, their loads issued before any is
+used, in a grid-stride loop. A config is a launch parameter, not a compile-time constant:
+one compiled kernel serves them all, so trying a config costs a timing, not a build.
+Under the simulator nothing is timed: one small config, so that a block's Python threads
+stay few, with several blocks and grid-stride steps on the tests' sizes."""
+from harness import tuner
+from impls._frameworks._launch import configured
+from impls._frameworks.numba import cachedir
+from impls._frameworks.numba.runtime import SIMULATED, TooManyThreads, sm_count
+
+UNROLL = 8          # elements in flight per thread per step (the kernels' local arrays)
+SIM_CONFIG = dict(threads=64, per_sm=2)
+SIM_SMS = 2         # the simulator's pretend SMs: a grid of 4 blocks of 64 threads
+
+CANDIDATES = [dict(threads=t, per_sm=p) for t, p in ((256, 4), (256, 8), (512, 2), (512, 4), (1024, 1), (1024, 2),
+                                                     (256, 0), (512, 0))]
+
+
+def blocks_for(n: int, config: dict, device) -> int:
+    cover = max(1, -(-n // (config["threads"] * UNROLL)))
+    sms = SIM_SMS if SIMULATED else sm_count(device)
+    return cover if config["per_sm"] == 0 else min(cover, config["per_sm"] * sms)
+
+
+def fingerprint(space: list[dict]) -> dict:
+    return {"kernel": cachedir.source_hash(), "space": space, "framework": "numba"}
+
+
+def tuned(key, label: str, make, device, candidates: list[dict] = CANDIDATES):
+    """The launcher ``make(config)`` builds for the config the tuner finds fastest for ``key``
+    (kept on disk per source hash and GPU), with the config and its table attached. ``key``
+    starts with "numba", so that no other framework's kernel of the same op and size takes
+    this one's choice."""
+    if SIMULATED:
+        launch = make(SIM_CONFIG)
+        return configured(launch, {**SIM_CONFIG, **getattr(launch, "grid", {}), "simulated": True})
+    choice = tuner.tune(key, candidates, make, f"Numba {label}", fingerprint(candidates), device,
+                        unrunnable=(TooManyThreads,))
+    launch = make(choice.config)
+    return configured(launch, {**choice.config, **getattr(launch, "grid", {})}, choice.table)
+
+
+def with_grid(launch, **grid):
+    """A launcher carrying the grid it resolved, for the record's config."""
+    launch.grid = grid
+    return launch
+

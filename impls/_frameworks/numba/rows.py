@@ -1,0 +1,101 @@
+"""The row kernels' configs (softmax, the norms, the chain), chosen through harness.tuner's
+row search.
+
+A row belongs to a *group* of ``group`` threads (a power of two, 1 to 1024); thread j of the
+group takes columns j, j + group, ..., UNROLL of them a step, their loads issued before any
+is used. A block holds ``threads / group`` rows. Only ``group`` decides a row's bits (the
+order each thread adds its columns in, and the reduction tree: device.py); ``threads`` and
+``cached`` (the row kept in shared memory as fp32 between its passes, where it fits, instead
+of read again) change no bit. The group is chosen once per (op, variant, row length,
+dtype), on the tuner's scratch problems, whatever the batch: batch invariance.
+
+Under the simulator nothing is timed: the group follows the row length alone (about
+SIM_PER_THREAD columns a thread, at most SIM_MAX_GROUP threads), which covers every path of
+the reductions on the tests' sizes: one thread a row, part of a warp, and several warps."""
+from harness import tuner
+from impls._frameworks._launch import configured
+from impls._frameworks.numba.launch import fingerprint
+from impls._frameworks.numba.runtime import SIMULATED, TooManyThreads
+
+UNROLL = 8                    # columns in flight per thread per step (the kernels' local arrays)
+NEUTRAL = ("threads", "cached")
+SHARED_LIMIT = 48 << 10       # dynamic shared memory a block may take without opting in (Numba cannot)
+BLOCK_THREADS = 256           # threads a block, unless one row's group is larger
+MIN_PER_THREAD, MAX_PER_THREAD = 4, 64
+SIM_PER_THREAD, SIM_MAX_GROUP = 16, 64
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def cache_bytes(config: dict, cols: int) -> int:
+    return (config["threads"] // config["group"]) * cols * 4
+
+
+def shape(group: int, cols: int, cacheable: bool, threads: int | None = None) -> dict:
+    """A full config for ``group``: the block's threads (fewer rows a block when that lets the
+    rows fit in shared memory) and whether the row is kept there."""
+    threads = threads or max(group, BLOCK_THREADS if not SIMULATED else 32)
+    config = dict(group=group, threads=threads, cached=False)
+    if cacheable:
+        while cache_bytes(config, cols) > SHARED_LIMIT and config["threads"] > max(group, 32):
+            config["threads"] //= 2
+        config["cached"] = cache_bytes(config, cols) <= SHARED_LIMIT
+        if not config["cached"]:
+            config["threads"] = threads
+    return config
+
+
+def configs(cols: int, cacheable: bool) -> list[dict]:
+    """Every group with MIN_PER_THREAD to MAX_PER_THREAD columns a thread (the ends of the range
+    stretched so that short and very long rows have one)."""
+    groups = [g for g in (1 << k for k in range(11)) if MIN_PER_THREAD <= -(-cols // g) <= MAX_PER_THREAD]
+    if not groups:
+        groups = [1] if cols < MIN_PER_THREAD else [1024]
+    return [shape(g, cols, cacheable) for g in groups]
+
+
+def sim_config(cols: int, cacheable: bool) -> dict:
+    return shape(min(SIM_MAX_GROUP, _pow2_at_least(-(-cols // SIM_PER_THREAD))), cols, cacheable)
+
+
+def shared_bytes(config: dict, cols: int) -> int:
+    return cache_bytes(config, cols) if config["cached"] else 0
+
+
+def grid(config: dict, rows: int) -> int:
+    per_block = config["threads"] // config["group"]
+    return max(1, -(-rows // per_block))
+
+
+def row_launcher(key: tuple, label: str, inputs: tuple, scratch, bind, cacheable: bool):
+    """The launcher of ``bind(config, inputs, rows)`` for this batch's config of the group
+    tuned for the row length and dtype, with the config and the tuning table attached;
+    ``inputs[0]`` is x, ``inputs[-1]`` the output."""
+    x = inputs[0]
+    rows, cols = x.shape
+    if SIMULATED:
+        config = sim_config(cols, cacheable)
+        return configured(bind(config, inputs, rows), {**config, "simulated": True})
+    space = configs(cols, cacheable)
+    key = ("numba", *key, cols, str(x.dtype))
+    row_space = tuner.RowSpace(label=f"Numba {label} for {cols}-column rows ({str(x.dtype).replace('torch.', '')})",
+                               cols=cols, shapes=space, scratch=scratch, bind=bind, row_bytes=cols * x.element_size(),
+                               neutral=NEUTRAL, fingerprint=fingerprint(space), device=x.device,
+                               unrunnable=(TooManyThreads,))
+    tuned = tuner.tune_rows(key, row_space)
+    config, table = tuner.for_batch(tuned, key, rows, row_space)
+    return configured(bind(config, inputs, rows), config, table)
+
+
+def scratch(cols: int, dtype, device, row_operands: int, weights: int):
+    """scratch(rows) for the tuner: ``row_operands`` random [rows, cols] tensors, ``weights``
+    random [cols] ones, then the output: fresh values, never the case's own inputs."""
+    import torch
+
+    def make(rows: int) -> tuple:
+        rowwise = [torch.randn(rows, cols, device=device).to(dtype) for _ in range(row_operands)]
+        per_column = [(1 + 0.1 * torch.randn(cols, device=device)).to(dtype) for _ in range(weights)]
+        return (*rowwise[:1], *per_column, *rowwise[1:], torch.empty(rows, cols, device=device, dtype=dtype))
+    return make

@@ -1,0 +1,79 @@
+"""The warp shuffles Numba's CUDA simulator lacks, for the simulator only.
+
+The simulator runs each CUDA thread of a block as a Python thread and offers syncthreads,
+but no warp-level operations. A shuffle here is what it is on the GPU: the 32 lanes of a
+warp (fewer in a block's last, partial warp) each put a value in, wait for all, and take
+their source lane's value out; a second wait keeps a fast lane's next shuffle from
+overwriting a value a slow lane has not read yet. Each block gets its own warps (kept on the
+simulator's per-block manager), so blocks run one after another as the simulator runs them.
+Only the full mask is supported: every kernel here shuffles with all lanes of a warp.
+
+install() adds them to the simulator's kernel-side ``cuda`` module; on a GPU it is never
+called, and the kernels run the hardware's shfl.sync."""
+import threading
+
+FULL_MASK = 0xFFFFFFFF
+WARP = 32
+# A lane that dies (an exception in the kernel) leaves its warp-mates waiting: they give up
+# after this long; the launch itself has already raised the lane's error.
+TIMEOUT_S = 60.0
+
+_lock = threading.Lock()
+
+
+class _Warp:
+    def __init__(self, lanes: int):
+        self.values = [None] * lanes
+        self.barrier = threading.Barrier(lanes)
+
+    def exchange(self, lane: int, value, source: int):
+        self.values[lane] = value
+        self.barrier.wait(TIMEOUT_S)
+        got = self.values[source] if 0 <= source < len(self.values) else value
+        self.barrier.wait(TIMEOUT_S)
+        return got
+
+
+def _this_warp(mask):
+    if int(mask) & FULL_MASK != FULL_MASK:
+        raise NotImplementedError(f"simulated shuffles take the full mask only, got {int(mask):#x}")
+    thread = threading.current_thread()
+    manager = thread._manager
+    warp_id = thread.thread_id // WARP
+    with _lock:
+        warps = manager.__dict__.setdefault("_harness_warps", {})
+        if warp_id not in warps:
+            dims = manager._block_dim
+            threads = dims[0] * dims[1] * dims[2]
+            warps[warp_id] = _Warp(min(WARP, threads - warp_id * WARP))
+        return warps[warp_id], thread.thread_id % WARP
+
+
+def shfl_sync(self, mask, value, src_lane):
+    warp, lane = _this_warp(mask)
+    return warp.exchange(lane, value, int(src_lane) % WARP)
+
+
+def shfl_xor_sync(self, mask, value, lane_mask):
+    warp, lane = _this_warp(mask)
+    return warp.exchange(lane, value, lane ^ int(lane_mask))
+
+
+def shfl_down_sync(self, mask, value, delta):
+    warp, lane = _this_warp(mask)
+    source = lane + int(delta)
+    return warp.exchange(lane, value, source if source < WARP else lane)
+
+
+def shfl_up_sync(self, mask, value, delta):
+    warp, lane = _this_warp(mask)
+    source = lane - int(delta)
+    return warp.exchange(lane, value, source if source >= 0 else lane)
+
+
+def install() -> None:
+    """Give the simulator's kernel-side cuda module the shuffles (idempotent)."""
+    from numba.cuda.simulator.kernelapi import FakeCUDAModule
+    for fn in (shfl_sync, shfl_xor_sync, shfl_down_sync, shfl_up_sync):
+        if getattr(FakeCUDAModule, fn.__name__, None) is not fn:
+            setattr(FakeCUDAModule, fn.__name__, fn)

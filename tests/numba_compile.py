@@ -1,0 +1,108 @@
+"""Compile every Numba kernel of impls/ for every storage type (fp32, fp16, bf16's int16 bits)
+and every argument type their binds pass. Run as a script (the simulator must be off before
+numba.cuda is imported); prints one line per kernel and type, exits 1 if any fails.
+
+``python tests/numba_compile.py``: PTX for sm_90 without a GPU. The simulator runs kernels as
+Python and never types them, so this is what checks in CI that Numba can compile them. Needs
+libnvvm and libdevice (a CUDA toolkit) and NVRTC (pip nvidia-cuda-nvrtc).
+``python tests/numba_compile.py --gpu``: on a GPU, compile and load each one through its
+dispatcher, as a bind does (from the disk cache in $HARNESS_CACHE/numba when it is there):
+prints the seconds and the cache's hits and misses (devtools/gpu/numba.sh times it cold and warm)."""
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ON_GPU = "--gpu" in sys.argv
+os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ARCH = (9, 0)
+if ON_GPU:
+    from impls._frameworks.numba import cachedir
+    cachedir.configure()
+else:
+    os.environ["NUMBA_FORCE_CUDA_CC"] = "9.0"   # the device functions a kernel calls are typed for this
+
+from numba import cuda  # noqa: E402
+
+if not ON_GPU:
+    from numba.cuda import dispatcher
+    from numba.cuda.cudadrv import nvrtc
+
+    # Without a GPU NVRTC is asked which architectures it supports, to pick the nearest: answer it.
+    nvrtc.get_supported_ccs = lambda: (ARCH,)
+
+    class _Device:   # what the dispatcher asks of "the current device" when it types a device function
+        compute_capability = ARCH
+
+    dispatcher.get_current_device = lambda: _Device()
+
+import impls.copy.numba as copy  # noqa: E402
+import impls.layernorm.numba as layernorm  # noqa: E402
+import impls.max.numba as max_  # noqa: E402
+import impls.rmsnorm.numba as rmsnorm  # noqa: E402
+import impls.rmsnorm_silu_mul_add.numba as chain  # noqa: E402
+import impls.scale.numba as scale  # noqa: E402
+import impls.softmax.numba as softmax  # noqa: E402
+import impls.sum.numba as sum_  # noqa: E402
+
+STORAGE = ("float32", "float16", "int16")   # fp32, fp16, bf16's bits
+
+
+def signatures():
+    """(name, kernel, signature) for every kernel and every type its binds pass: contiguous
+    arrays (1-D [::1], rows [:, ::1]), Python ints as int64, numpy float32 scalars, bools."""
+    for t in STORAGE:
+        v, m = f"{t}[::1]", f"{t}[:, ::1]"
+        yield f"scale {t}", scale._scale, f"void({v}, {v}, float32, int64)"
+        yield f"sum partials {t}", sum_._partials, f"void({v}, float32[::1], int64)"
+        yield f"sum atomic {t}", sum_._atomic, f"void({v}, float32[::1], float32[::1], int32[::1], int64)"
+        yield f"max partials {t}", max_._partials, f"void({v}, float32[::1], int64)"
+        yield f"max atomic {t}", max_._atomic, f"void({v}, float32[::1], int32[::1], int32[::1], int64)"
+        yield f"rmsnorm {t}", rmsnorm._rmsnorm, f"void({m}, {v}, {m}, int64, int64, float32, int64, boolean)"
+        yield f"softmax {t}", softmax._softmax, f"void({m}, {m}, int64, int64, int64, boolean, int64)"
+        yield (f"layernorm {t}", layernorm._layernorm,
+               f"void({m}, {v}, {v}, {m}, int64, int64, float32, int64, boolean, int64)")
+        yield (f"chain fused {t}", chain._fused,
+               f"void({m}, {v}, {m}, {m}, {m}, int64, int64, float32, int64, boolean)")
+        yield f"chain step {t}", chain._step, f"void({v}, {v}, {v}, int64, int64)"
+    for t in ("int64", "int32", "int16"):
+        yield f"copy {t}", copy._copy, f"void({t}[::1], {t}[::1], int64)"
+    yield "sum finish", sum_._finish, "void(float32[::1], float32[::1], int64)"
+    yield "max finish", max_._finish, "void(float32[::1], float32[::1], int64)"
+
+
+def load_all() -> int:
+    """Compile (or load from the disk cache) every kernel through its dispatcher, as binds do."""
+    started, hits, misses = time.perf_counter(), 0, 0
+    for name, kernel, signature in signatures():
+        kernel.compile(signature)
+    for kernel in {id(k): k for _, k, _ in signatures()}.values():
+        hits += sum(kernel.stats.cache_hits.values())
+        misses += sum(kernel.stats.cache_misses.values())
+    print(f"numba: {len(list(signatures()))} kernels and types compiled or loaded in "
+          f"{time.perf_counter() - started:.1f} s: {hits} from the disk cache, {misses} compiled "
+          f"(cache {os.environ.get('NUMBA_CACHE_DIR')})")
+    return 0
+
+
+def main() -> int:
+    if ON_GPU:
+        return load_all()
+    failed = 0
+    for name, kernel, signature in signatures():
+        started = time.perf_counter()
+        try:
+            ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=ARCH)
+            local = "local" if ".local" in ptx else "registers"
+            print(f"ok    {name:24s} {time.perf_counter() - started:5.1f} s  {len(ptx):7d} chars of PTX, "
+                  f"unrolled values in {local}")
+        except Exception:  # noqa: BLE001 - report every kernel, then fail
+            failed += 1
+            print(f"FAIL  {name}: {signature}\n{traceback.format_exc(limit=40)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""The Numba kernels on a CPU, under Numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1, which the
+framework sets for a CPU device): every op and variant through the harness's own checks
+against the float64 reference (NaN-poisoned output, fresh seeds, the op's adversarial sets),
+at small, irregular sizes and on misaligned views; the simulated warp shuffles against the
+hardware's definition; bf16's bit conversions against torch's.
+
+The simulator runs a Python thread per CUDA thread, so the sizes are small: large enough for
+every path of the kernels (one thread a row, part of a warp, several warps; grid-stride steps
+and a ragged tail), no larger. sum's 2^25-term input set is out of its reach (the GPU tests
+run it); what the simulator does not check at all is listed in the README (Numba)."""
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from harness import registry
+from harness.checks import checked_launch
+from harness.runner import CaseSpec
+
+CPU = torch.device("cpu")
+FRAMEWORK = registry.frameworks()["numba"]
+FRAMEWORK.prepare(CPU)
+pytest.importorskip("numba")
+if FRAMEWORK.unusable(CPU):
+    pytest.skip(f"Numba is not usable here: {FRAMEWORK.unusable(CPU)}", allow_module_level=True)
+from numba import cuda  # noqa: E402 - after the simulator is switched on; kernels see it as a global
+
+# -inf - -inf and the like in numpy scalars warn where the GPU quietly gives NaN, as it must.
+pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning",
+                                        "ignore:overflow encountered:RuntimeWarning")
+
+OPS = registry.ops()
+
+
+def numba_impls():
+    found = []
+    for op in OPS:
+        if "numba" in registry.impl_modules(op):
+            impls, failures = registry.load_impls(op, ["numba"])
+            assert not failures, failures
+            found += [i.key for i in impls if i.impl == "numba"]
+    return found
+
+
+IMPLS = numba_impls()
+DTYPES = ["float32", "bfloat16", "float16"]
+# 1-D: grid-stride steps (4099) and ragged tails on 4 blocks of 64 threads (launch.SIM_CONFIG);
+# rows: 7 columns (a thread a row, 32 rows a block), 100 (a group of 8 threads, part of a
+# warp), 600 (two warps a row, merged through shared memory).
+CONTRACT_SHAPE = {1: (1000,), 2: (5, 100)}
+SHAPES = {1: [(1,), (4099,)], 2: [(1, 1), (3, 7), (2, 600)]}
+TOO_BIG_FOR_THE_SIMULATOR = {"many_terms"}   # 2^25 + 3 elements: on the GPU only
+
+
+def test_every_op_and_variant_has_a_numba_impl():
+    for name, spec in OPS.items():
+        variants = {k[2] for k in IMPLS if k[0] == name}
+        assert variants == (set(spec.variants) or {registry.NO_VARIANT}), (name, variants)
+
+
+@pytest.fixture
+def within_the_simulator(monkeypatch):
+    """Ops without the input sets the simulator cannot run (they run on the GPU)."""
+    for spec in OPS.values():
+        kept = {k: v for k, v in spec.adversarial.items() if k not in TOO_BIG_FOR_THE_SIMULATOR}
+        if kept != spec.adversarial:
+            monkeypatch.setattr(spec, "adversarial", kept)
+
+
+@pytest.mark.parametrize("key", IMPLS, ids=lambda k: "-".join(k))
+def test_the_harness_checks_pass_under_the_simulator(cpu_runner, within_the_simulator, key):
+    """Every check of a harness case, the launcher's contract included, one dtype per variant
+    (the next test takes all three)."""
+    op, impl, variant = key
+    spec = OPS[op]
+    dtype = DTYPES[IMPLS.index(key) % len(DTYPES)]
+    rec = cpu_runner.run(CaseSpec(op, impl, variant, dtype, CONTRACT_SHAPE[spec.ndim]))
+    assert rec.timer == "wall_interpreter" and rec.gbps is None, (rec.timer, rec.gbps)
+    assert rec.impl_config.get("simulated") is True, rec.impl_config
+    if variant in spec.negative_controls:
+        assert rec.status == "fail" and rec.negative_control, rec.reason
+        assert any(c["case"] == "large_mean" and not c["passed"] for c in rec.checks), rec.checks
+        return
+    assert rec.status == "ok", f"{rec.status}: {rec.reason}\n{rec.traceback}"
+    assert rec.deterministic, f"{rec.n_distinct} distinct results"   # the simulator runs blocks in turn
+    if spec.row_op:
+        assert rec.batch_invariant, rec.batch_note
+
+
+def _misaligned(t: torch.Tensor, offset: int) -> torch.Tensor:
+    """t's values in a view that starts ``offset`` elements into a buffer (no alignment)."""
+    buf = torch.empty(t.numel() + offset, dtype=t.dtype)
+    view = buf[offset:].view(t.shape)
+    view.copy_(t)
+    return view
+
+
+@pytest.mark.parametrize("key", IMPLS, ids=lambda k: "-".join(k))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_right_on_irregular_sizes_and_misaligned_views(key, dtype):
+    """Fresh random inputs at every size, the adversarial sets at the small ones, x (and the
+    output, when it has rows) at odd element offsets, through the harness's checked launch."""
+    op_name, impl, variant = key
+    spec = OPS[op_name]
+    op = spec()
+    bind = registry.registered()[key].bind
+    failures = []
+    for shape in SHAPES[spec.ndim]:
+        small = shape[-1] <= 100
+        for case in ["random", *([c for c in op.adversarial if c not in TOO_BIG_FOR_THE_SIMULATOR] if small else [])]:
+            seed = sum(shape) + len(case)
+            inputs = op.inputs(shape, getattr(torch, dtype), CPU, seed=seed, case=case)
+            moved = {k: _misaligned(v, 1 + i % 3) if isinstance(v, torch.Tensor) else v
+                     for i, (k, v) in enumerate(inputs.items())}
+            out = op.make_output(moved)
+            if out.dim() > 0:
+                out = _misaligned(out, 3)
+            result, _ = checked_launch(op, bind(**moved, out=out), moved, out, getattr(torch, dtype), case, seed,
+                                       lambda: None)
+            if not result.passed:
+                failures.append(f"{list(shape)} {case}: {result.detail}")
+    if variant in spec.negative_controls:
+        return   # its failures are its purpose (the test above checks it fails large_mean)
+    assert not failures, "\n".join(failures)
+
+
+def test_the_simulator_refuses_what_it_cannot_run_with_a_reason():
+    bind = registry.registered()[("sum", "numba", "two_pass")].bind
+    x = torch.zeros(2 ** 25 + 3)
+    with pytest.raises(ValueError, match="too large for Numba's CUDA simulator"):
+        bind(x=x, out=torch.empty(()))
+
+
+def test_simulated_shuffles_are_the_hardware_s():
+    """shfl_xor/down/up/idx over two warps of one block: each lane gets its source lane's
+    value, a lane whose source is outside the warp keeps its own (down/up), warps apart."""
+    @cuda.jit
+    def shuffles(out):
+        i = cuda.threadIdx.x
+        v = i * 10
+        out[0, i] = cuda.shfl_xor_sync(0xFFFFFFFF, v, 5)
+        out[1, i] = cuda.shfl_down_sync(0xFFFFFFFF, v, 3)
+        out[2, i] = cuda.shfl_up_sync(0xFFFFFFFF, v, 2)
+        out[3, i] = cuda.shfl_sync(0xFFFFFFFF, v, 7)
+
+    out = np.zeros((4, 64), dtype=np.int64)
+    shuffles[1, 64](out)
+    lane = np.arange(64) % 32
+    warp = np.arange(64) // 32 * 32
+    assert (out[0] == (warp + (lane ^ 5)) * 10).all()
+    assert (out[1] == (warp + np.where(lane + 3 < 32, lane + 3, lane)) * 10).all()
+    assert (out[2] == (warp + np.where(lane >= 2, lane - 2, lane)) * 10).all()
+    assert (out[3] == (warp + 7) * 10).all()
+
+
+def test_bf16_bits_convert_as_torch_converts():
+    """Every bf16 bit pattern to fp32 exactly; fp32 to bf16 rounded to nearest even (ties
+    both ways, the carry into the exponent, ±inf, overflow to inf, subnormals), NaN kept NaN."""
+    from impls._frameworks.numba.device import bf16_to_f32, f32_to_bf16
+    bits = np.arange(-32768, 32768, dtype=np.int16)
+    want = torch.from_numpy(bits.copy()).view(torch.bfloat16).float().numpy()
+    got = np.array([bf16_to_f32(b) for b in bits], dtype=np.float32)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32)) or \
+        np.array_equal(np.isnan(got), np.isnan(want)) and np.array_equal(got[~np.isnan(got)], want[~np.isnan(want)])
+    specials = np.array([0x3F808000, 0x3F818000, 0x3F80FFFF, 0x7F7FFFFF, 0x7F7F8000, 0x00000001, 0x80008000,
+                         0x7F800000, 0xFF800000, 0x7FC00001, 0xFF800001, 0x7F800001], dtype=np.uint32).view(np.float32)
+    values = np.concatenate([specials, np.random.default_rng(0).standard_normal(4000).astype(np.float32) * 1e3])
+    got = np.array([f32_to_bf16(v) for v in values], dtype=np.int16)
+    want = torch.from_numpy(values).to(torch.bfloat16).view(torch.int16).numpy()
+    nan = np.isnan(values)
+    assert np.array_equal(got[~nan], want[~nan])
+    back = torch.from_numpy(got[nan].copy()).view(torch.bfloat16).float()
+    assert back.isnan().all() and (np.signbit(back.numpy()) == np.signbit(values[nan])).all()
+
+
+def test_every_kernel_compiles_for_the_gpu():
+    """The simulator runs kernels as Python and never types them: Numba compiles each one to
+    PTX for sm_90 here, for every storage type (tests/numba_compile.py, the simulator off)."""
+    script = Path(__file__).with_name("numba_compile.py")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+    if proc.returncode and "Failure finding" in proc.stdout + proc.stderr:   # cuda-pathfinder's "not found"
+        pytest.skip("no NVRTC or libnvvm for Numba to compile with (requirements-dev.txt's nvidia-cuda-nvrtc and "
+                    f"a CUDA toolkit): {(proc.stdout + proc.stderr)[-500:]}")
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    assert proc.stdout.count("\nok ") + proc.stdout.startswith("ok ") >= 35, proc.stdout
