@@ -20,7 +20,7 @@ def bind_idiomatic(x, weight, u, r, eps, out):
     chain = idiomatic.elementwise(
         "X x, float32 squares, X g, X u, X r, float32 eps, float32 n", "X y",
         "const float normed = ld(x) * rsqrtf(squares / n + eps) * ld(g);"
-        "y = st<X>(normed / (1.0f + expf(-normed)) * ld(u) + ld(r))", "harness_chain")
+        "y = st<X>(silu(normed) * ld(u) + ld(r))", "harness_chain")
     eps32, n = np.float32(eps), np.float32(x.shape[1])
 
     def compute(v, y):

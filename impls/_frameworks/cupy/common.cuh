@@ -79,6 +79,11 @@ __device__ __forceinline__ int valid(long long p, long long n) {
     return left < Pack<T>::N ? static_cast<int>(left) : Pack<T>::N;
 }
 
+// silu(n) = n / (1 + exp(-n)); below n = -80, where exp(-n) nears fp32's overflow (at -88.7
+// the quotient becomes n / inf = -0) while n·e^n is still representable, as -exp(n + log(-n)),
+// one exp rounded once.
+__device__ __forceinline__ float silu(float n) { return n < -80.0f ? -expf(n + logf(-n)) : n / (1.0f + expf(-n)); }
+
 // --- what reductions combine --------------------------------------------------------------
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }

@@ -11,7 +11,7 @@ __device__ __forceinline__ T apply(T a, T b, float scale) {
     if constexpr (OP == COPY) return a;   // the bits pass through: NaN payloads, -0 and subnormals intact
     const float x = to_float(a);
     if (OP == SCALE) return from_float<T>(scale * x);
-    if (OP == SILU) return from_float<T>(x / (1.0f + expf(-x)));
+    if (OP == SILU) return from_float<T>(silu(x));
     if (OP == MUL) return from_float<T>(x * to_float(b));
     return from_float<T>(x + to_float(b));
 }

@@ -13,19 +13,22 @@ import torch
 from impls._frameworks._launch import configured
 from impls._frameworks.cupy import interop
 
+# ld and st are templates over the element type, with the bf16 bits (short) as an exact
+# overload / specialisation: CuPy defines its float16 class only in kernels that take float16
+# arrays (elsewhere it is an incomplete type), and a template body names it only where a
+# float16 kernel instantiates it.
 PREAMBLE = r"""
-__device__ __forceinline__ float ld(float v) { return v; }
-__device__ __forceinline__ float ld(float16 v) { return float(v); }
+template <typename T> __device__ __forceinline__ float ld(T v) { return static_cast<float>(v); }
 __device__ __forceinline__ float ld(short bf16) { return __uint_as_float(static_cast<unsigned>(static_cast<unsigned short>(bf16)) << 16); }
-template <typename T> __device__ __forceinline__ T st(float f);
-template <> __device__ __forceinline__ float st<float>(float f) { return f; }
-template <> __device__ __forceinline__ float16 st<float16>(float f) { return float16(f); }
+template <typename T> __device__ __forceinline__ T st(float f) { return T(f); }
 template <> __device__ __forceinline__ short st<short>(float f) {
     unsigned u = __float_as_uint(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<short>((u >> 16) | 0x40u);
     u += 0x7fffu + ((u >> 16) & 1u);
     return static_cast<short>(u >> 16);
 }
+// silu with the large-negative branch of common.cuh (n / (1 + exp(-n)) turns -0 below -88.7)
+__device__ __forceinline__ float silu(float n) { return n < -80.0f ? -expf(n + logf(-n)) : n / (1.0f + expf(-n)); }
 __device__ __forceinline__ float nanmax(float a, float b) { return a != a ? a : (b != b ? b : (a >= b ? a : b)); }
 """
 NEG_INF = "__int_as_float(0xff800000)"

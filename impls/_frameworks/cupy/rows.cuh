@@ -218,7 +218,7 @@ __global__ void ROW_BOUNDS rmsnorm_silu_mul_add_rows(const T* __restrict__ x, co
 #pragma unroll
             for (int i = 0; i < Pack<T>::N; ++i) {
                 const float normed = to_float(k.v[i]) * inv * to_float(w.v[i]);
-                out.v[i] = from_float<T>(normed / (1.0f + expf(-normed)) * to_float(up.v[i]) + to_float(rp.v[i]));
+                out.v[i] = from_float<T>(silu(normed) * to_float(up.v[i]) + to_float(rp.v[i]));
             }
         });
     }
