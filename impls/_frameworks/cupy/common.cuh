@@ -112,8 +112,9 @@ struct MergeMaxSum {
 // Chan et al.'s pairwise merge of two sets' moments.
 struct MergeMoments {
     __device__ Moments operator()(Moments a, Moments b) const {
+        if (a.n == 0.0f) return b;   // an empty side: also keeps inf · 0 (a mean past ~1.8e19) out
+        if (b.n == 0.0f) return a;
         const float n = a.n + b.n;
-        if (n == 0.0f) return a;
         const float d = b.mean - a.mean, wb = b.n / n;
         return Moments{n, a.mean + d * wb, a.m2 + b.m2 + d * d * a.n * wb};
     }
@@ -125,7 +126,12 @@ struct MergeMoments {
 // tree, so the bits depend on the group size only. Every thread of the group gets the result.
 template <typename S, typename Op>
 __device__ __forceinline__ S group_reduce(S v, int group, Op op) {
-    for (int o = (group < 32 ? group : 32) / 2; o > 0; o /= 2) v = op(v, shfl_xor(v, o));
+    // both lanes of a pair combine (lower, upper): the same bits in each, also for a merge that
+    // is not bitwise symmetric (Chan's)
+    for (int o = (group < 32 ? group : 32) / 2; o > 0; o /= 2) {
+        const S other = shfl_xor(v, o);
+        v = (threadIdx.x & o) ? op(other, v) : op(v, other);
+    }
     if (group > 32) {
         __shared__ S partial[32];
         const int warp = threadIdx.x / 32, warps = group / 32, first = (threadIdx.x / group) * warps;

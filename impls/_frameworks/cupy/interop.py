@@ -79,6 +79,12 @@ def view(t: torch.Tensor):
 
 
 def views(*tensors: torch.Tensor):
+    """Views for the raw kernels, which index a tensor as one contiguous run of elements: a
+    strided tensor is refused (the idiomatic kernels take CuPy's strides through ``view``)."""
+    for t in tensors:
+        if not t.is_contiguous():
+            raise ValueError(f"the CuPy raw kernels take contiguous tensors; got a {tuple(t.shape)} tensor with "
+                             f"strides {t.stride()}: pass t.contiguous()")
     return tuple(view(t) for t in tensors)
 
 

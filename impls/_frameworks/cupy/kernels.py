@@ -20,8 +20,8 @@ COMMON = "common.cuh"
 SOURCES = ("elementwise.cuh", "reduce_1d.cuh", "rows.cuh")
 # No fast math (it approximates exp and division). CuPy itself appends -ftz=true to every
 # compile, after the caller's options, so -ftz=false cannot be asked for (cupy/cupy#9576):
-# fp32 results that should be subnormal come out 0, as the H200 run shows in softmax's
-# large_magnitude and the chain's large_gain sets; the checks report them.
+# fp32 results that should be subnormal come out 0 (softmax's large_magnitude set), and the
+# checks report them.
 OPTIONS = ("-std=c++17",)
 
 # The kernels' names for the storage type of a dtype (common.cuh).

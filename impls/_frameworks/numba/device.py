@@ -129,10 +129,13 @@ def max_nan(a, b):
 
 @cuda.jit(device=True)
 def welford_merge(n_a, mean_a, m2_a, n_b, mean_b, m2_b):
-    """Chan et al.'s merge of two (count, mean, M2) states."""
+    """Chan et al.'s merge of two (count, mean, M2) states. An empty side returns the other:
+    also keeps inf · 0 (a mean past ~1.8e19 squared) out of a thread's first merge."""
+    if n_a == float32(0):
+        return n_b, mean_b, m2_b
+    if n_b == float32(0):
+        return n_a, mean_a, m2_a
     n = n_a + n_b
-    if n == float32(0):
-        return float32(0), float32(0), float32(0)
     delta = mean_b - mean_a
     share = n_b / n
     return n, mean_a + delta * share, m2_a + m2_b + delta * delta * n_a * share
@@ -275,8 +278,11 @@ def group_online(m, d, group):
 
 @cuda.jit(device=True)
 def silu(n):
-    """n·sigmoid(n) without losing the tail: for n < 0 as n·e^n / (1 + e^n), which stays a
-    (sub)normal where 1 + e^-n overflows (n < -88.7)."""
+    """n·sigmoid(n) without losing the tail: below -80 as -exp(n + log(-n)), one exp rounded
+    once into the (sub)normal result (n·e^n would round e^n into a subnormal first, 2% off at
+    -100); for other n < 0 as n·e^n / (1 + e^n), finite where 1 + e^-n overflows."""
+    if n < float32(-80):
+        return -math.exp(n + math.log(-n))
     if n < float32(0):
         e = math.exp(n)
         return n * e / (float32(1) + e)

@@ -19,7 +19,10 @@ from impls._frameworks.numba.runtime import SIMULATED, TooManyThreads
 
 UNROLL = 8                    # columns in flight per thread per step (the kernels' local arrays)
 NEUTRAL = ("threads", "cached")
-SHARED_LIMIT = 48 << 10       # dynamic shared memory a block may take without opting in (Numba cannot)
+# Dynamic shared memory a block may take: the 48 KiB a block gets without opting in (Numba
+# cannot opt in) covers the kernels' static arrays too (up to 512 B, the group reductions'),
+# so a row cache of exactly 48 KiB would not launch; 1 KiB is kept for them.
+SHARED_LIMIT = (48 << 10) - 1024
 BLOCK_THREADS = 256           # threads a block, unless one row's group is larger
 MIN_PER_THREAD, MAX_PER_THREAD = 4, 64
 SIM_PER_THREAD, SIM_MAX_GROUP = 16, 64
