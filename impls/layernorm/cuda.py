@@ -6,7 +6,8 @@ registers where it fits; 2·R·H·s + 2·H·s bytes.
   naive:    E[x²] - E[x]² in one pass: the negative control the large_mean inputs must fail."""
 from harness.registry import impl
 from impls._frameworks.cuda import build
-from impls._frameworks.cuda.rows import row_launcher, scratch
+from impls._frameworks._launch import scratch
+from impls._frameworks.cuda.rows import row_launcher
 
 VARIANTS = {"welford": 0, "two_pass": 1, "naive": 2}
 

@@ -5,9 +5,9 @@
                  short), 16-byte packs, the row kept in registers where it fits (x read
                  once); group, packs and block chosen by the tuner per row length and dtype."""
 from harness.registry import impl
-from impls._frameworks._launch import configured
+from impls._frameworks._launch import configured, scratch
 from impls._frameworks.cuda import build
-from impls._frameworks.cuda.rows import row_launcher, scratch
+from impls._frameworks.cuda.rows import row_launcher
 
 
 @impl("rmsnorm", "cuda", variant="block_per_row")

@@ -7,7 +7,8 @@ from numba import cuda, float32
 
 from harness.registry import impl
 from impls._frameworks.numba.device import group_sum, load, rsqrt, store
-from impls._frameworks.numba.rows import UNROLL, grid, row_launcher, scratch, shared_bytes
+from impls._frameworks._launch import scratch
+from impls._frameworks.numba.rows import UNROLL, grid, row_launcher, shared_bytes
 from impls._frameworks.numba.runtime import Launch, view
 
 

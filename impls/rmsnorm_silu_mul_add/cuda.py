@@ -6,10 +6,10 @@
 import torch
 
 from harness.registry import impl
-from impls._frameworks._launch import configured
+from impls._frameworks._launch import configured, scratch
 from impls._frameworks.cuda import build
 from impls._frameworks.cuda.launch import CANDIDATES, blocks_for, tuned, with_grid
-from impls._frameworks.cuda.rows import row_launcher, scratch
+from impls._frameworks.cuda.rows import row_launcher
 from impls.rmsnorm.cuda import bind_tuned as rmsnorm_tuned
 
 SILU, MUL, ADD = 0, 1, 2

@@ -9,11 +9,11 @@ import torch
 from numba import cuda, float32
 
 from harness.registry import impl
-from impls._frameworks._launch import configured
+from impls._frameworks._launch import configured, scratch
 from impls._frameworks.numba.device import load, silu, store
 from impls._frameworks.numba.launch import UNROLL as FLAT_UNROLL
 from impls._frameworks.numba.launch import blocks_for, tuned, with_grid
-from impls._frameworks.numba.rows import UNROLL, grid, row_launcher, scratch, shared_bytes
+from impls._frameworks.numba.rows import UNROLL, grid, row_launcher, shared_bytes
 from impls._frameworks.numba.runtime import SIMULATED, Launch, view
 from impls.rmsnorm.numba import bind as rmsnorm_bind
 from impls.rmsnorm.numba import row_rstd

@@ -7,7 +7,8 @@
 The group (and so the bits) is tuned per row length and dtype, packs and block per batch."""
 from harness.registry import impl
 from impls._frameworks.cuda import build
-from impls._frameworks.cuda.rows import row_launcher, scratch
+from impls._frameworks._launch import scratch
+from impls._frameworks.cuda.rows import row_launcher
 
 VARIANTS = {"three_pass": 0, "online": 1, "on_chip": 2}
 

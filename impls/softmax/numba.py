@@ -13,7 +13,8 @@ from numba import cuda, float32
 
 from harness.registry import impl
 from impls._frameworks.numba.device import NEG_INF, group_max, group_online, group_sum, load, max_nan, online_add, store
-from impls._frameworks.numba.rows import UNROLL, grid, row_launcher, scratch, shared_bytes
+from impls._frameworks._launch import scratch
+from impls._frameworks.numba.rows import UNROLL, grid, row_launcher, shared_bytes
 from impls._frameworks.numba.runtime import Launch, view
 
 THREE_PASS, ONLINE, ON_CHIP = 0, 1, 2

@@ -72,15 +72,3 @@ def row_launcher(key: tuple, label: str, inputs: tuple, scratch, bind, kept: boo
     rows, cols = x.shape
     config, table = choose(key, label, cols, x.dtype, x.device, rows, scratch, bind, kept, looped)
     return configured(bind(config, inputs, rows), config, table)
-
-
-def scratch(cols: int, dtype, device, row_operands: int, weights: int):
-    """scratch(rows) for the tuner: ``row_operands`` random [rows, cols] tensors, ``weights``
-    random [cols] ones, then the output: fresh values, never the case's own inputs."""
-    import torch
-
-    def make(rows: int) -> tuple:
-        rowwise = [torch.randn(rows, cols, device=device).to(dtype) for _ in range(row_operands)]
-        per_column = [(1 + 0.1 * torch.randn(cols, device=device)).to(dtype) for _ in range(weights)]
-        return (*rowwise[:1], *per_column, *rowwise[1:], torch.empty(rows, cols, device=device, dtype=dtype))
-    return make
