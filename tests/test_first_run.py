@@ -1,6 +1,7 @@
 """A first run's time: builds started with the run (Framework.warm) and what a failed one
 becomes, the CUDA build shared between the run's threads and processes, and the tuner's
 fast budget. No GPU needed: builds and timers are stand-ins."""
+import json
 import threading
 import time
 from types import SimpleNamespace
@@ -141,3 +142,37 @@ def test_the_fast_search_stops_a_measurement_once_its_median_is_known_to_the_tie
     assert tuner.measure(lambda: None, 300, 0.15) == 1.0
     assert budgets[0].target_interval == interval == tuner.effort().target_interval
     assert interval == 0 or interval == 2 * tuner.SMALL_TIE   # the median within +-SMALL_TIE
+
+
+def _first_run_tool():
+    import importlib.machinery
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parent.parent / "devtools" / "first-run"
+    loader = importlib.machinery.SourceFileLoader("first_run_tool", str(path))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+    loader.exec_module(module)
+    return module
+
+
+def test_first_runs_are_summed_per_gpu_from_the_latest_line_of_each_op_and_phase(tmp_path):
+    tool = _first_run_tool()
+    rec = {"impl": "triton", "variant": "-", "dtype": "float32",
+           "tuning": {"source": "measured", "search": "fast", "seconds": 2.5, "problems": {"us": "16384x4096"}}}
+    keys = tool.tuning_keys([rec, rec, {**rec, "tuning": {**rec["tuning"], "source": "cache"}},
+                             {**rec, "dtype": "bfloat16", "tuning": {**rec["tuning"], "seconds": 1.5}}])
+    assert [k["seconds"] for k in keys] == [2.5, 1.5]   # once per key, kept choices left out
+
+    def line(op, phase, seconds, gpu="NVIDIA H200", cut=False):
+        return json.dumps({"kind": "first_run", "op": op, "phase": phase, "seconds": seconds, "cut": cut,
+                           "cases": 84, "tuning": keys, "gpu": gpu, "commit": "abc"})
+    path = tmp_path / "first-run.jsonl"
+    path.write_text("\n".join([line("rmsnorm", "cold", 300.0), line("rmsnorm", "cold", 200.0),
+                               line("rmsnorm", "warm", 100.0), line("softmax", "cold", 150.0, cut=True),
+                               line("softmax", "cold", 50.0, gpu="NVIDIA H100"), "not json"]) + "\n")
+    text = tool.table([str(path)])
+    h200 = text[text.index("NVIDIA H200"):]
+    assert "| rmsnorm | 84 | 200 | 100 | 2 | 1.5-2.5 | abc |" in h200
+    assert "| softmax | 84 | 150+ |  |" in h200
+    assert "| all | | 350 | 100 |" in h200
+    assert "**NVIDIA H100**" in text
