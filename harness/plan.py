@@ -256,7 +256,9 @@ def builds_last(cases: list[CaseSpec], warming: set[str]) -> list[CaseSpec]:
     out: list[CaseSpec] = []
     group: list[CaseSpec] = []
     for case in cases + [None]:
-        if group and (case is None or (case.op, case.dtype, case.shape) != (group[0].op, group[0].dtype, group[0].shape)):
+        same = case is not None and group and (case.op, case.dtype, case.shape) == (group[0].op, group[0].dtype,
+                                                                                    group[0].shape)
+        if group and not same:
             out += [c for c in group if c.impl not in warming] + [c for c in group if c.impl in warming]
             group = []
         if case is not None:
