@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 from harness import device as devices
 from harness import plan as planning
 from harness import multirun  # noqa: F401 - the job folder resolver, the multirun summary
-from harness import report
+from harness import registry, report
 from harness.errors import ConfigError
 from harness.interrupts import sigint_once
 from harness.processes import InterruptedProcesses, run_cell
@@ -120,6 +120,7 @@ def run(cfg: DictConfig) -> int:
     case_timeout_of(cfg)
     planning.resolve_sweep(cfg, device)
     the_plan = planning.build(cfg, device)
+    planning.warm(the_plan, registry.frameworks())
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     invocation_id = uuid.uuid4().hex
     seed = given_seed if given_seed is not None else secrets.randbelow(2**31)

@@ -228,6 +228,44 @@ def build(cfg, device: torch.device) -> Plan:
     return Plan(device, sweep, cases)
 
 
+def warm(plan: Plan, frameworks: dict) -> set[str]:
+    """Let each framework start, in the background, the builds its runnable cases need
+    (Framework.warm), and put those frameworks' cases last within each (op, dtype, shape),
+    so that the other impls of the first shapes run while the builds go on, and the cases
+    compared still run back to back. The frameworks that started something."""
+    by_impl: dict[str, list[CaseSpec]] = {}
+    for case in plan.runnable:
+        by_impl.setdefault(case.impl, []).append(case)
+    warming = set()
+    for name, cases in by_impl.items():
+        fw = frameworks.get(name)
+        try:
+            if fw is not None and fw.warm(plan.device, cases):
+                warming.add(name)
+        except Exception as e:  # noqa: BLE001 - the bind builds instead, and says what fails
+            print(f"harness: {name}: could not start its build early ({type(e).__name__}: {e}); "
+                  "it builds when its first case binds", flush=True)
+    if warming:
+        plan.cases = builds_last(plan.cases, warming)
+    return warming
+
+
+def builds_last(cases: list[CaseSpec], warming: set[str]) -> list[CaseSpec]:
+    """``cases`` with those of the ``warming`` impls after the others of the same (op, dtype,
+    shape), the order otherwise kept."""
+    out: list[CaseSpec] = []
+    group: list[CaseSpec] = []
+    for case in cases + [None]:
+        same = case is not None and group and (case.op, case.dtype, case.shape) == (group[0].op, group[0].dtype,
+                                                                                    group[0].shape)
+        if group and not same:
+            out += [c for c in group if c.impl not in warming] + [c for c in group if c.impl in warming]
+            group = []
+        if case is not None:
+            group.append(case)
+    return out
+
+
 def _too_big_to_interpret(spec, shape, dtype: str) -> str | None:
     r, w = spec.bytes_moved(shape, DTYPES[dtype])
     if r + w <= INTERPRETER_MAX_BYTES:

@@ -41,7 +41,7 @@ class Record:
     graph_us: float | None = None    # per launch, back-to-back in one CUDA graph (small cases)
     graph_note: str = ""
     late_samples: int = 0            # timing samples left out: the GPU may have waited on the host
-    spin_us: float | None = None     # the GPU's lead over the host per timing sample
+    spin_us: float | None = None     # the GPU's lead over the host per burst of timing samples
     median_lo_us: float | None = None   # the median's 95% interval over this run's samples
     median_hi_us: float | None = None
     gbps: float | None = None        # bytes / median time, 10^9 bytes/s

@@ -118,6 +118,12 @@ class Op:
 OURS, PEER = "ours", "peer"
 
 
+class Unavailable(RuntimeError):
+    """Raised by a bind when its framework turns out not to run here after the plan was made
+    (a build started early by Framework.warm failed): the case is recorded as skipped with
+    this message, as a framework whose ``unusable`` gives a reason is, never as an error."""
+
+
 class Framework:
     """What a framework needs to run on a device. Subclasses live in impls/_frameworks/.
 
@@ -148,6 +154,16 @@ class Framework:
     def unusable(self, device: torch.device) -> str | None:
         """Why this framework cannot run on ``device`` here, or None if it can."""
         return None
+
+    def warm(self, device: torch.device, cases: list) -> bool:
+        """Start the one-time work (a build, compiles) that ``cases`` (the run's runnable
+        cases of this framework, harness.runner.CaseSpec) will need, in the background, and
+        return at once: True when something was started, so that the plan runs these cases
+        after the others of their shape. Called once per run, after the plan and before any
+        case. The work must use the CPU only, never the GPU, while cases are timed beside it.
+        A failure is not raised here: the bind that needs the work raises Unavailable, with
+        the reason. Default: nothing to warm (the work happens at bind)."""
+        return False
 
     def interpreted(self, device: torch.device) -> bool:
         """True when kernels run in an interpreter: correct, but no timing claims."""

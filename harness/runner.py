@@ -112,6 +112,8 @@ class Runner:
         try:
             with on_stream(self.stream):
                 self._run(rec, spec)
+        except registry.Unavailable as e:   # its framework cannot run here after all (a failed build)
+            rec.status, rec.reason = "skipped", str(e)
         except torch.cuda.OutOfMemoryError as e:
             rec.status, rec.reason = "oom", f"out of memory: {str(e).splitlines()[0]}"
         except Exception as e:  # noqa: BLE001 - one failing impl never stops the others

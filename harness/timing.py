@@ -1,20 +1,25 @@
 """Timing a launcher: CUDA events on a GPU, the wall clock on a CPU.
 
-On a GPU each sample is: a spin kernel, an L2 flush, start event, the launch, end event.
+On a GPU each sample is: an L2 flush, start event, the launch, end event; samples are
+queued in bursts, each burst behind one spin kernel.
 - The flush *reads* a buffer twice the size of L2, so the kernel starts with a cold
   cache. A write-based flush (``buf.zero_()``) would leave L2 full of dirty lines whose
   write-back then lands inside the timed kernel and costs it bandwidth.
 - The spin kernel (``torch.cuda._sleep``) keeps the GPU busy while the CPU queues the
-  flush and the launch behind it, so host launch overhead does not sit between the start
-  event and the kernel. What is timed is the GPU's work for one launch. The spin lasts
-  LEAD times the host's measured time to queue one sample (torch.compile's guards, a
-  Python wrapper: tens of us), at least MIN_SPIN_US; a sample whose spin the GPU had
-  finished before the host finished queueing it may hold host time (the GPU idled
-  between the start event and the kernel): it is counted (``late_samples``), left out,
-  and the spin doubled. (With a fixed 0.1 ms spin Liger's RMSNorm at 16x4096 bf16 timed
-  at a median of 21.0 us, p90 82 us, where the same kernel takes 4.5-5.2.)
-Samples are taken in batches until the spread (p90 - p10) / median is small enough, or
-the per-case time budget or the sample cap is reached. The median comes with a 95%
+  burst behind it, so host launch overhead does not sit between a start event and its
+  kernel. What is timed is the GPU's work for one launch. The spin lasts LEAD times the
+  host's measured time to queue one sample (torch.compile's guards, a Python wrapper: tens
+  of us), at least MIN_SPIN_US, plus what the host falls behind the GPU over the burst
+  (burst_spin_us). A sample whose start event the GPU had passed before the host finished
+  queueing its launch may hold host time (the GPU idled between the start event and the
+  kernel): it is counted (``late_samples``), left out, and the lead doubled. (With a fixed
+  0.1 ms spin Liger's RMSNorm at 16x4096 bf16 timed at a median of 21.0 us, p90 82 us,
+  where the same kernel takes 4.5-5.2.) One spin per burst rather than per sample: with
+  a spin per sample the GPU spun 150-880 us for each 5-35 us kernel (H200), and the spin,
+  not the kernel, set how long timing took.
+Samples are taken in bursts until the spread (p90 - p10) / median is small enough, or the
+median's 95% interval is narrow enough (``target_interval``, where set), or the per-case
+time budget or the sample cap is reached. The median comes with a 95%
 interval (``median_lo_us``..``median_hi_us``) for the run's own sampling noise. Small
 cases are also timed as a CUDA graph of back-to-back launches (warm L2, no launch gaps):
 ``graph_us`` per launch.
@@ -47,6 +52,7 @@ class TimingBudget:
     max_samples: int = 2000
     max_seconds: float = 1.0
     target_spread: float = 0.02
+    target_interval: float = 0.0      # stop once (median_hi - median_lo) / median is at most this (0: never)
     graph_below_bytes: int = 16 << 20
     graph_launches: int = 50
     sustained_above_l2: float = 0.0   # 0: never timed sustained (the sweeps' configs set 2)
@@ -65,7 +71,7 @@ class Timing:
     graph_us: float | None = None
     graph_note: str = ""
     late_samples: int = 0       # left out: the GPU may have waited on the host inside them
-    spin_us: float | None = None  # the GPU's lead per sample, at the end
+    spin_us: float | None = None  # the GPU's lead over the host per burst (LEAD x its time a sample), at the end
     median_lo_us: float | None = None   # the median's 95% interval (median_interval)
     median_hi_us: float | None = None
     sustained_us: float | None = None   # per launch, launches back to back (write-back charged)
@@ -113,7 +119,26 @@ def _done(samples: list[float], budget: TimingBudget, started: float) -> bool:
     if n < budget.min_samples:
         return False
     t = summarize(samples, "")
+    if budget.target_interval and t.median_hi_us - t.median_lo_us <= budget.target_interval * t.median_us:
+        return True
     return t.spread <= budget.target_spread
+
+
+def burst_spin_us(lead_us: float, host_us: float, gpu_us: float, samples: int) -> float:
+    """The spin ahead of a burst of ``samples``: ``lead_us`` (LEAD times the host's time to
+    queue one sample) plus what the host loses to the GPU over the burst, where it queues a
+    sample (``host_us``) slower than the GPU runs one (``gpu_us``: flush and launch, 0 when
+    not yet known). The GPU reaches sample i's start after spin + i·gpu_us; the host has
+    queued it by (i + 1)·host_us."""
+    return lead_us + (samples - 1) * max(0.0, host_us - gpu_us)
+
+
+def burst_size(wanted: int, lead_us: float, host_us: float, gpu_us: float, max_spin_us: float) -> int:
+    """The most samples, up to ``wanted``, whose burst_spin_us stays within ``max_spin_us``."""
+    behind = max(0.0, host_us - gpu_us)
+    if behind <= 0:
+        return wanted
+    return max(1, min(wanted, int((max_spin_us - lead_us) / behind) + 1))
 
 
 class CudaTimer:
@@ -180,13 +205,17 @@ class CudaTimer:
         t0 = time.perf_counter()
         launch()
         torch.cuda.synchronize(self.device)
-        while (time.perf_counter() - t0) * 1e3 < budget.warmup_ms:
-            launch()
+        burst = 1
+        while (time.perf_counter() - t0) * 1e3 < budget.warmup_ms:   # bursts: one synchronize each
+            for _ in range(burst):
+                launch()
             torch.cuda.synchronize(self.device)
-        spin_us = min(self.MAX_SPIN_US, max(self.MIN_SPIN_US, self.LEAD * self.host_us(launch)))
+            burst *= 2   # the last burst is at most the warm-up so far: it ends within 2x warmup_ms
+        host_us = self.host_us(launch)
+        spin_us = min(self.MAX_SPIN_US, max(self.MIN_SPIN_US, self.LEAD * host_us))
         started = time.perf_counter()
         samples, late, spin_us = self._samples(lambda start, end: self._queue(launch, start, end), spin_us,
-                                               lambda xs: _done(xs, budget, started))
+                                               lambda xs: _done(xs, budget, started), host_us)
         # A launcher that synchronises (waits for its kernel) finishes every spin before it
         # returns: all its samples are late; they are what there is, and the count says so.
         timing = summarize(samples if len(samples) >= budget.min_samples else samples + late, "cuda_events")
@@ -197,29 +226,46 @@ class CudaTimer:
             timing.sustained_us, timing.sustained_note = self._sustained(launch, budget, spin_us)
         return timing
 
-    def _samples(self, queue, spin_us: float, enough) -> tuple[list[float], list[float], float]:
+    def _events(self, n: int) -> list:
+        """``n`` timing events, reused from burst to burst (each is read before it is recorded again)."""
+        pool = self.__dict__.setdefault("_pool", [])
+        while len(pool) < n:
+            pool.append(torch.cuda.Event(enable_timing=True))
+        return pool[:n]
+
+    def _samples(self, queue, spin_us: float, enough, host_us: float | None = None
+                 ) -> tuple[list[float], list[float], float]:
         """Samples of ``queue(start, end)`` (which records the two events around what it
-        times), each behind a spin of ``spin_us`` on the GPU, in batches until
-        ``enough(samples)``: (samples, late samples, the spin at the end). A sample whose
-        spin the GPU finished before the host had queued it is late: it may hold host
-        time; it is kept apart and the spin doubled."""
+        times), in bursts, each burst behind one spin (burst_spin_us from a lead of
+        ``spin_us``; ``host_us``: the host's time to queue a sample, if known, else taken as
+        spin_us / LEAD), until ``enough(samples)``: (samples, late samples, the lead at the end).
+        A sample whose start event the GPU had reached when the host had queued it is late:
+        the GPU may have waited on the host inside it; it is kept apart and the lead doubled."""
         samples: list[float] = []
         late: list[float] = []
         batch = 5
+        host_us = spin_us / self.LEAD if host_us is None else host_us   # per sample: the host's queueing
+        gpu_us = 0.0                                                      # and the GPU's work, once seen
         while not enough(samples):
-            events = [tuple(torch.cuda.Event(enable_timing=True) for _ in range(3)) for _ in range(batch)]
-            spun_before_queued = []
-            cycles = int(spin_us * self.cycles_per_us())
-            for spun, start, end in events:
-                torch.cuda._sleep(cycles)
-                spun.record()
+            n = burst_size(batch, spin_us, host_us, gpu_us, self.MAX_SPIN_US)
+            events = self._events(2 * n + 1)
+            spun, pairs = events[0], list(zip(events[1::2], events[2::2]))
+            torch.cuda._sleep(int(burst_spin_us(spin_us, host_us, gpu_us, n) * self.cycles_per_us()))
+            spun.record()
+            started_at = time.perf_counter()
+            reached = []
+            for start, end in pairs:
                 queue(start, end)
-                spun_before_queued.append(spun.query())   # the GPU may be waiting on us
+                reached.append(start.query())   # the GPU got there before the launch was queued?
+            queued_us = (time.perf_counter() - started_at) / n * 1e6
             torch.cuda.synchronize(self.device)
-            for (_, start, end), was_late in zip(events, spun_before_queued):
+            for (start, end), was_late in zip(pairs, reached):
                 (late if was_late else samples).append(start.elapsed_time(end) * 1e3)
-            if any(spun_before_queued):
+            host_us = queued_us
+            if any(reached):
                 spin_us = min(self.MAX_SPIN_US, 2 * spin_us)
+            else:   # the GPU never waited on the host: its time per sample is its own work
+                gpu_us = spun.elapsed_time(pairs[-1][1]) * 1e3 / n
             batch = min(batch * 2, 100)
         return samples, late, spin_us
 

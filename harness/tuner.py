@@ -50,19 +50,28 @@ class Effort:
     batches (latency-bound: ~5 us whose spread is ~1 us, which takes hundreds of samples
     to rank configs 0.05 us apart); ``every_problem``: time the small batches for every
     candidate, not only for the bits that ``choose`` may take (within SMALL_SLACK of the
-    fastest on the large problem); ``min_spin_us``: the timer's least lead per sample (it
-    doubles the lead after any late sample). Timing, not building, is most of a search:
-    a fresh fp32 8192-column RMSNorm tuning on the H200 spent 7.4 s in 105 measurements.
-    """
+    fastest on the large problem); ``min_spin_us``: the timer's least lead per burst (it
+    doubles the lead after any late sample). ``target_interval``: a measurement stops once
+    its median's 95% interval is this narrow (0: only the sample and time caps stop it).
+    Timing, not building, is most of a search: a fresh fp32 8192-column RMSNorm tuning on
+    the H200 spent 7.4 s in 105 measurements.
+
+    Why 2% (the median known to about +-SMALL_TIE) for ``fast``: that is what its 300 samples
+    give on 16 rows, where SMALL_TIE was set (H200 records: a 4.7 us row kernel spreads 23%
+    p10-p90, its median's interval 0.68% wide at 2054 samples, so ~1.8% at 300); fewer samples
+    there would rate the small batch by noise, so 16 rows keep their samples. Kernels of a few
+    waves (6-35 us, 5-20% spread) reach 2% in 50-130 samples, and the ~256 MiB problem (1-2%)
+    in 10; samples past that refine a median within the tie that ``choose`` reads it with."""
     large_samples: int
     small_samples: int
     large_seconds: float
     small_seconds: float
     every_problem: bool
     min_spin_us: float
+    target_interval: float = 0.0
 
 
-EFFORTS = {"fast": Effort(50, 300, 0.05, 0.15, False, 30.0),
+EFFORTS = {"fast": Effort(50, 300, 0.05, 0.15, False, 30.0, 0.02),
            "exhaustive": Effort(200, 1000, 0.1, 0.5, True, 100.0)}
 
 
@@ -128,8 +137,10 @@ def measure(run, samples: int, seconds: float, unrunnable: tuple = ()) -> float 
     from harness.timing import CudaTimer, TimingBudget
     device = torch.device("cuda", torch.cuda.current_device())
     timer = _timers.get(device) or _timers.setdefault(device, CudaTimer(device))
-    timer.MIN_SPIN_US = effort().min_spin_us
-    budget = TimingBudget(warmup_ms=2, min_samples=10, max_samples=samples, max_seconds=seconds, graph_below_bytes=0)
+    work = effort()
+    timer.MIN_SPIN_US = work.min_spin_us
+    budget = TimingBudget(warmup_ms=2, min_samples=10, max_samples=samples, max_seconds=seconds, graph_below_bytes=0,
+                          target_interval=work.target_interval)
     try:
         return timer.time(run, budget, 1 << 30).median_us
     except unrunnable:

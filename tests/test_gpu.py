@@ -403,6 +403,8 @@ def test_the_cuda_kernels_are_right_at_odd_sizes_on_views_at_odd_offsets():
     offsets (rows that start off a 16-byte boundary), against the float64 reference. The
     GPU machine has nvcc: the CUDA kernels must build there (a skip would hide a failed build)."""
     assert registry.frameworks()["cuda"].unusable(torch.device("cuda:0")) is None
+    from impls._frameworks.cuda import build
+    build.load()   # the plan no longer builds: build here, so that a failed build fails this test
     proc = subprocess.run([sys.executable, str(ROOT / "devtools" / "cuda-sanitize"), "--every-config"],
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]

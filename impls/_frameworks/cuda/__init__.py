@@ -16,16 +16,21 @@ class Cuda(Framework):
         if device.type != "cuda":
             return ("the CUDA C++ kernels run on an NVIDIA GPU only (on a CPU the tests compile their sources "
                     "with nvcc, without running them)")
-        from harness import progress
         from impls._frameworks.cuda import build
         try:
             if not build.sources():
                 return "no CUDA sources under impls/"
-            progress.phase("building the CUDA kernels (once per source hash; kept in the cache)")
-            build.load()
+            build.kept(None)   # the build's hash: the architectures given, and nvcc's version
         except build.BuildError as e:
             return str(e)
         return None
+
+    def warm(self, device, cases):
+        """The build (58 s cold on the H200's 16 cores) starts with the run, in a thread of the
+        harness's process, while the other frameworks' cases run; nvcc and ninja use the CPU
+        only. A failed build makes every CUDA case a skipped one naming it (build.BuildError)."""
+        from impls._frameworks.cuda import build
+        return build.start()
 
     def settings(self):
         from impls._frameworks.cuda import build

@@ -8,6 +8,13 @@ architectures, torch's and nvcc's versions): ``$HARNESS_CACHE/cuda/<hash>/``, or
 built it ahead (``scripts/build-extensions``), ``$HARNESS_EXTENSIONS_DIR/<hash>/``. A kept build
 loads in well under a second; a fresh one compiles the sources in parallel (ninja).
 
+A run starts the build at its start (``start``, from the framework's ``warm``: a thread of the
+harness's process, while other cases run), and a bind that needs it waits for it: a build
+folder is built by one thread or process at a time (a lock file), the others wait and take
+its library. A build that failed leaves its message in the folder for the rest of that run
+(``TOKEN_ENV``), so that its cases are skipped with the compiler's words without building
+again; the next run tries again.
+
 No ``--use_fast_math``: it flushes subnormals to zero and approximates exp and division, which
 the ops' checks (softmax ``large_magnitude``, copy's subnormals) would catch as wrong answers.
 ``-lineinfo`` lets compute-sanitizer and ncu name source lines; it does not change the code.
@@ -16,14 +23,19 @@ the ops' checks (softmax ``large_magnitude``, copy's subnormals) would catch as 
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+
+from harness.registry import Unavailable
 
 HERE = Path(__file__).resolve().parent
 IMPLS = HERE.parent.parent
@@ -32,10 +44,14 @@ FLAGS = ["-O3", "-lineinfo"]   # the C++ standard is the one torch builds its ex
 ARCH_ENV = "HARNESS_CUDA_ARCH"   # e.g. "9.0" (default: the H100/H200), "9.0 10.0"
 DEFAULT_ARCH = "9.0"
 PREBUILT_ENV = "HARNESS_EXTENSIONS_DIR"
+TOKEN_ENV = "HARNESS_CUDA_BUILD_RUN"   # one value per run (its workers inherit it): a failure is not retried in it
+FAILED = "build-failed"               # in the build folder: the run's token, then the failure's message
+LOCK = "build.lock"
 
 
-class BuildError(RuntimeError):
-    """The kernels could not be built or loaded here; the message says why and what to do."""
+class BuildError(Unavailable):
+    """The kernels could not be built or loaded here; the message says why and what to do.
+    Raised at bind, it makes the case a skipped one with this reason (harness.registry)."""
 
 
 def sources() -> list[Path]:
@@ -91,18 +107,60 @@ def _cuda_home() -> str:
     return str(Path(compiler).resolve().parent.parent)
 
 
-def build(out: Path | None = None, verbose: bool = False) -> Path:
-    """The built library's file: found where it was kept, or compiled now into ``out`` (default
-    the cache folder). Raises BuildError with the compiler's own words on failure."""
+def kept(out: Path | None) -> Path | None:
+    """The library already built for this hash (prebuilt, in ``out`` or the cache), or None."""
     key = build_hash()
     for root in filter(None, (os.environ.get(PREBUILT_ENV), out)):
         if _library_file(Path(root) / key).exists():
             return _library_file(Path(root) / key)
+    folder = _folder(out)
+    return _library_file(folder) if _library_file(folder).exists() else None
+
+
+def _folder(out: Path | None) -> Path:
     from harness.roofline import cache_dir
-    folder = Path(out or cache_dir() / "cuda") / key
-    if _library_file(folder).exists():
-        return _library_file(folder)
+    return Path(out or cache_dir() / "cuda") / build_hash()
+
+
+@contextlib.contextmanager
+def _locked(folder: Path):
+    """The build folder to this thread alone (flock: across processes, and across threads that
+    each open the lock file); the others wait here."""
     folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / LOCK, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def build(out: Path | None = None, verbose: bool = False) -> Path:
+    """The built library's file: found where it was kept, or compiled now into ``out`` (default
+    the cache folder), after any build of the same folder running elsewhere. Raises BuildError
+    with the compiler's own words on failure (this run's earlier failure, unbuilt again)."""
+    found = kept(out)
+    if found:
+        return found
+    folder = _folder(out)
+    with _locked(folder):
+        if _library_file(folder).exists():   # built while this one waited
+            return _library_file(folder)
+        failed = folder / FAILED
+        if failed.exists():
+            token, _, message = failed.read_text().partition("\n")
+            if token and token == os.environ.get(TOKEN_ENV):
+                raise BuildError(message)
+            failed.unlink()
+        try:
+            _compile(folder, verbose)
+        except BuildError as e:
+            failed.write_text(f"{os.environ.get(TOKEN_ENV, '')}\n{e}")
+            raise
+    return _library_file(folder)
+
+
+def _compile(folder: Path, verbose: bool) -> None:
     os.environ.setdefault("CUDA_HOME", _cuda_home())
     os.environ["TORCH_CUDA_ARCH_LIST"] = arch()
     from torch.utils import cpp_extension
@@ -114,7 +172,22 @@ def build(out: Path | None = None, verbose: bool = False) -> Path:
     except Exception as e:  # noqa: BLE001 - the compiler's message is the useful part
         raise BuildError(f"building the CUDA kernels failed ({type(e).__name__}): {str(e)[-1500:]}") from e
     (folder / "build-seconds").write_text(f"{time.perf_counter() - started:.1f}\n")
-    return _library_file(folder)
+
+
+def start() -> bool:
+    """Build in a background thread of this process, unless a kept build exists: True when
+    one was started. Its failure is left in the build folder for this run's binds (TOKEN_ENV
+    is set here if it was not: the workers this process starts later inherit it)."""
+    if kept(None):
+        return False
+    import uuid
+    os.environ.setdefault(TOKEN_ENV, uuid.uuid4().hex)
+
+    def run():
+        with contextlib.suppress(BuildError):
+            build()
+    threading.Thread(target=run, name="cuda-build", daemon=True).start()
+    return True
 
 
 _loaded: Path | None = None
@@ -130,6 +203,9 @@ def load():
     global _loaded
     import torch
     if _loaded is None:
+        if not kept(None):
+            from harness import progress
+            progress.phase("building the CUDA kernels, or waiting for the run's build (once per source hash)")
         path = build()
         try:
             torch.ops.load_library(str(path))

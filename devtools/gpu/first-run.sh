@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# First runs on the H200 (issue 32), from the repository root on a bare GPU host with
+# PYTHONPATH=/tmp/site:$PWD: (1) `harness op=rmsnorm impl=all` with nothing cached, timed;
+# (2) the same with its caches warm; (3) each tuning key's seconds, from the records' tuning
+# tables; (4) the fast and exhaustive searches side by side at the 6 large rmsnorm cases
+# (Triton; fp32 and bf16 at 32768x4096, 16384x8192, 8192x16384): the configs each chose and
+# the medians each gave, minutes apart in one call (the no-loss rule: within 1%).
+# Everything lands under $OUT; about 8 minutes at most (each step has its own limit, and a
+# step cut by it keeps what it measured: devtools/first-run sends the harness a SIGINT).
+set -uo pipefail
+OUT=${OUT:?set OUT to the folder for the results}
+export HARNESS_CACHE=${HARNESS_CACHE:-/tmp/hc}
+mkdir -p "$OUT" "$HARNESS_CACHE"
+status=0
+step() {   # step NAME LIMIT_S COMMAND...: run it, log it, keep the worst exit status
+  local name=$1 limit=$2; shift 2
+  echo "== $name (limit ${limit}s): $*" | tee -a "$OUT/steps.log"
+  local began=$SECONDS
+  timeout --signal=INT --kill-after=30 "$limit" "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  echo "   exit $rc after $((SECONDS - began)) s" | tee -a "$OUT/steps.log"
+  tail -5 "$OUT/$name.log"
+  [ $rc -gt $status ] && status=$rc
+  return 0
+}
+nvidia-smi --query-gpu=name,uuid,clocks.max.memory --format=csv | tee "$OUT/gpu.txt"
+
+# 1-2. Cold (the op's cache emptied: roof, CUDA build, Numba and CuPy compiles, every tuning),
+#      then warm (the same cache). devtools/first-run writes one line per run.
+step cold 260 python3 devtools/first-run run "$OUT/first-run.jsonl" --ops rmsnorm --phases cold \
+  --cache "$HARNESS_CACHE" --limit 240
+step warm 140 python3 devtools/first-run run "$OUT/first-run.jsonl" --ops rmsnorm --phases warm \
+  --cache "$HARNESS_CACHE" --limit 125
+cp -r "$OUT"/first-run-runs/rmsnorm-cold/results.jsonl "$OUT/rmsnorm-cold.jsonl" 2>/dev/null
+cp -r "$OUT"/first-run-runs/rmsnorm-warm/results.jsonl "$OUT/rmsnorm-warm.jsonl" 2>/dev/null
+rm -rf "$OUT/first-run-runs/"*/plots   # the plots are redrawn from the JSONL (harness-report)
+
+# 3. Each tuning key's seconds (the cold run measured them all).
+python3 - "$OUT/first-run.jsonl" > "$OUT/tuning-seconds.txt" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    row = json.loads(line)
+    keys = sorted(row["tuning"], key=lambda k: -k["seconds"])
+    print(f"{row['op']} {row['phase']}: {row['seconds']} s{' (cut)' if row['cut'] else ''}, {row['cases']} cases, "
+          f"{len(keys)} keys tuned")
+    for k in keys:
+        print(f"  {k['seconds']:6.2f} s (building {k.get('seconds_building')}) {k['search']} {k['impl']} "
+              f"{k['variant']} {k['dtype']} {k['problems']}")
+PY
+cat "$OUT/tuning-seconds.txt"
+python3 devtools/first-run table "$OUT/first-run.jsonl" | tee "$OUT/first-run.md"
+
+# 4. Exhaustive beside fast at the large cases, in the warm run's cache (entries are kept per search).
+LARGE=("op=rmsnorm" "impl=triton" "dtype=[fp32,bf16]" "shapes=[[32768,4096],[16384,8192],[8192,16384]]" tracking=none)
+export HARNESS_CACHE="$HARNESS_CACHE/rmsnorm"
+step exhaustive 75 python3 -m harness "${LARGE[@]}" tuning_search=exhaustive hydra.run.dir=/tmp/runs/exhaustive
+step fast 25 python3 -m harness "${LARGE[@]}" tuning_search=fast hydra.run.dir=/tmp/runs/fast
+for run in exhaustive fast; do
+  [ -f "/tmp/runs/$run/results.jsonl" ] && cp "/tmp/runs/$run/results.jsonl" "$OUT/large-$run.jsonl"
+done
+python3 - "$OUT/large-exhaustive.jsonl" "$OUT/large-fast.jsonl" > "$OUT/fast-vs-exhaustive.txt" 2>&1 <<'PY'
+import json, sys
+def load(path):
+    try:
+        return {(r["dtype"], tuple(r["shape"])): r for r in map(json.loads, open(path))}
+    except OSError:
+        return {}
+ex, fa = load(sys.argv[1]), load(sys.argv[2])
+print("dtype     shape         exhaustive_us  fast_us   fast/exh  same_config  tuning_s(exh, fast)")
+for key in sorted(set(ex) & set(fa)):
+    a, b = ex[key], fa[key]
+    if a.get("median_us") and b.get("median_us"):
+        same = {k: v for k, v in a["impl_config"].items() if k != "tuned_for_rows"} == \
+               {k: v for k, v in b["impl_config"].items() if k != "tuned_for_rows"}
+        print(f"{key[0]:9} {'x'.join(map(str, key[1])):13} {a['median_us']:12.2f} {b['median_us']:9.2f} "
+              f"{b['median_us'] / a['median_us']:9.4f}  {str(same):11}  "
+              f"({(a.get('tuning') or {}).get('seconds')}, {(b.get('tuning') or {}).get('seconds')})")
+print(f"cases: exhaustive {len(ex)}, fast {len(fa)}")
+PY
+cat "$OUT/fast-vs-exhaustive.txt"
+echo "exit status $status" | tee -a "$OUT/steps.log"
+exit $status

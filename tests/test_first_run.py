@@ -1,0 +1,178 @@
+"""A first run's time: builds started with the run (Framework.warm) and what a failed one
+becomes, the CUDA build shared between the run's threads and processes, and the tuner's
+fast budget. No GPU needed: builds and timers are stand-ins."""
+import json
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from harness import plan as planning
+from harness import registry, tuner
+from harness.runner import CaseSpec
+from impls._frameworks.cuda import build
+
+
+def _case(impl, shape=(8, 64), dtype="float32", op="rmsnorm"):
+    return CaseSpec(op, impl, "-", dtype, shape)
+
+
+def test_frameworks_that_build_in_the_background_run_last_within_each_shape():
+    cases = [_case(i, s) for s in ((8, 64), (16, 64)) for i in ("cuda", "eager", "numba", "triton")]
+    ordered = planning.builds_last(cases, {"cuda", "numba"})
+    assert [(c.impl, c.shape) for c in ordered] == [
+        ("eager", (8, 64)), ("triton", (8, 64)), ("cuda", (8, 64)), ("numba", (8, 64)),
+        ("eager", (16, 64)), ("triton", (16, 64)), ("cuda", (16, 64)), ("numba", (16, 64))]
+
+
+def test_warm_asks_each_framework_once_with_its_cases_and_a_failing_warm_costs_nothing(capsys):
+    asked = {}
+
+    class Starts:
+        def warm(self, device, cases):
+            asked["starts"] = [c.impl for c in cases]
+            return True
+
+    class Breaks:
+        def warm(self, device, cases):
+            raise OSError("no space left on device")
+
+    cases = [_case(i) for i in ("breaks", "starts", "eager")] + [_case("starts", (16, 64)),
+                                                                  CaseSpec("rmsnorm", "starts", "-", "float32", (4, 4),
+                                                                           skip_reason="too big")]
+    plan = planning.Plan(torch.device("cpu"), "smoke", cases)
+    warming = planning.warm(plan, {"starts": Starts(), "breaks": Breaks(), "eager": registry.Framework()})
+    assert warming == {"starts"}
+    assert asked["starts"] == ["starts", "starts"]   # the runnable ones only
+    assert [c.impl for c in plan.cases][:3] == ["breaks", "eager", "starts"]
+    assert "breaks: could not start its build early (OSError: no space left on device)" in capsys.readouterr().out
+
+
+def test_a_bind_whose_framework_turned_out_unusable_is_a_skipped_case_naming_why(cpu_runner, monkeypatch):
+    def bind(**_):
+        raise build.BuildError("building the CUDA kernels failed (CalledProcessError): rmsnorm.cu(12): error: ...")
+    key = ("rmsnorm", "unbuilt", "-")
+    monkeypatch.setitem(registry._impls, key, registry.Impl(*key, bind))
+    rec = cpu_runner.run(CaseSpec(*key, "float32", (8, 64)))
+    assert rec.status == "skipped"
+    assert rec.reason.startswith("building the CUDA kernels failed") and "rmsnorm.cu(12)" in rec.reason
+
+
+@pytest.fixture
+def stand_in_build(monkeypatch, tmp_path):
+    """build's compile replaced: it takes ``delay`` seconds, then writes the library, or
+    raises ``fail``; ``calls`` counts compiles."""
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
+    monkeypatch.delenv(build.PREBUILT_ENV, raising=False)
+    monkeypatch.setattr(build, "build_hash", lambda: "0123456789abcdef")
+    state = SimpleNamespace(calls=0, delay=0.0, fail=None)
+
+    def compile_(folder, verbose):
+        state.calls += 1
+        time.sleep(state.delay)
+        if state.fail:
+            raise build.BuildError(state.fail)
+        (folder / f"{build.NAME}.so").write_bytes(b"")
+    monkeypatch.setattr(build, "_compile", compile_)
+    return state
+
+
+def test_a_bind_waits_for_the_build_the_run_started_and_takes_its_library(stand_in_build, monkeypatch):
+    monkeypatch.delenv(build.TOKEN_ENV, raising=False)
+    stand_in_build.delay = 0.5
+    assert build.start() is True
+    time.sleep(0.1)   # the background build holds the folder
+    library = build.build()
+    assert library.name == f"{build.NAME}.so" and library.exists()
+    assert stand_in_build.calls == 1   # waited for it, did not build again
+    assert build.start() is False      # kept now: nothing to start
+
+
+def test_a_failed_build_is_not_tried_again_in_its_run_but_is_in_the_next(stand_in_build, monkeypatch):
+    monkeypatch.setenv(build.TOKEN_ENV, "run-1")
+    stand_in_build.fail = "building the CUDA kernels failed (CalledProcessError): softmax.cu(3): error"
+    for _ in range(2):
+        with pytest.raises(build.BuildError, match=r"softmax\.cu\(3\)") as raised:
+            build.build()
+        assert isinstance(raised.value, registry.Unavailable)
+    assert stand_in_build.calls == 1
+    monkeypatch.setenv(build.TOKEN_ENV, "run-2")   # a new run (or the source fixed): build again
+    stand_in_build.fail = None
+    assert build.build().exists() and stand_in_build.calls == 2
+
+
+def test_two_threads_asking_for_one_build_compile_it_once(stand_in_build, monkeypatch):
+    monkeypatch.delenv(build.TOKEN_ENV, raising=False)
+    stand_in_build.delay = 0.3
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(build.build())) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 2 and got[0] == got[1] and stand_in_build.calls == 1
+
+
+def test_the_cuda_framework_plans_without_building_and_warms_the_build(stand_in_build, monkeypatch):
+    if build.nvcc() is None:
+        pytest.skip("no nvcc here")
+    monkeypatch.setattr(build, "start", lambda: True)
+    fw = registry.frameworks()["cuda"]
+    assert fw.unusable(torch.device("cuda")) is None and stand_in_build.calls == 0
+    assert fw.warm(torch.device("cuda"), [_case("cuda")]) is True
+
+
+@pytest.mark.parametrize("search, interval", [("fast", 0.02), ("exhaustive", 0.0)])
+def test_the_fast_search_stops_a_measurement_once_its_median_is_known_to_the_tie(monkeypatch, search, interval):
+    budgets = []
+
+    class Timer:
+        def __init__(self, device):
+            pass
+
+        def time(self, run, budget, nbytes):
+            budgets.append(budget)
+            return SimpleNamespace(median_us=1.0)
+    monkeypatch.setenv("HARNESS_TUNING_SEARCH", search)
+    monkeypatch.setattr("harness.timing.CudaTimer", Timer)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(tuner, "_timers", {})
+    assert tuner.measure(lambda: None, 300, 0.15) == 1.0
+    assert budgets[0].target_interval == interval == tuner.effort().target_interval
+    assert interval == 0 or interval == 2 * tuner.SMALL_TIE   # the median within +-SMALL_TIE
+
+
+def _first_run_tool():
+    import importlib.machinery
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parent.parent / "devtools" / "first-run"
+    loader = importlib.machinery.SourceFileLoader("first_run_tool", str(path))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+    loader.exec_module(module)
+    return module
+
+
+def test_first_runs_are_summed_per_gpu_from_the_latest_line_of_each_op_and_phase(tmp_path):
+    tool = _first_run_tool()
+    rec = {"impl": "triton", "variant": "-", "dtype": "float32",
+           "tuning": {"source": "measured", "search": "fast", "seconds": 2.5, "problems": {"us": "16384x4096"}}}
+    keys = tool.tuning_keys([rec, rec, {**rec, "tuning": {**rec["tuning"], "source": "cache"}},
+                             {**rec, "dtype": "bfloat16", "tuning": {**rec["tuning"], "seconds": 1.5}}])
+    assert [k["seconds"] for k in keys] == [2.5, 1.5]   # once per key, kept choices left out
+
+    def line(op, phase, seconds, gpu="NVIDIA H200", cut=False):
+        return json.dumps({"kind": "first_run", "op": op, "phase": phase, "seconds": seconds, "cut": cut,
+                           "cases": 84, "tuning": keys, "gpu": gpu, "commit": "abc"})
+    path = tmp_path / "first-run.jsonl"
+    path.write_text("\n".join([line("rmsnorm", "cold", 300.0), line("rmsnorm", "cold", 200.0),
+                               line("rmsnorm", "warm", 100.0), line("softmax", "cold", 150.0, cut=True),
+                               line("softmax", "cold", 50.0, gpu="NVIDIA H100"), "not json"]) + "\n")
+    text = tool.table([str(path)])
+    h200 = text[text.index("NVIDIA H200"):]
+    assert "| rmsnorm | 84 | 200 | 100 | 2 | 1.5-2.5 | abc |" in h200
+    assert "| softmax | 84 | 150+ |  |" in h200
+    assert "| all | | 350 | 100 |" in h200
+    assert "**NVIDIA H100**" in text
