@@ -292,6 +292,51 @@ def end_element(j, first, chunks):
     return j if j < first else j + CHUNK * chunks
 
 
+# --- rows of chunks (rows.py: which thread takes which chunk) ---------------------------------
+
+@cuda.jit(device=True)
+def row_words(a, phase, start):
+    """(wide, word): whether the row starting at flat element ``start`` of a is word-aligned,
+    and the index of its first word."""
+    return words_at(a, phase, start)
+
+
+@cuda.jit(device=True)
+def row_load(a, w, wide, word, start, c, end, fill):
+    """Columns c .. c+3 (c a multiple of 4) of the row at ``start`` as fp32, those from ``end``
+    on as ``fill``."""
+    return chunk_load(a, w, start + c, word + c // per_word(a), wide, end - c, fill)
+
+
+@cuda.jit(device=True)
+def row_store(a, w, wide, word, start, c, end, v0, v1, v2, v3):
+    """Columns c .. c+3 of the row at ``start`` (those below ``end``) = the four values."""
+    chunk_store(a, w, start + c, word + c // per_word(a), wide, end - c, v0, v1, v2, v3)
+
+
+@cuda.jit(device=True)
+def cache_put(cache, base, chunks, c, end, v0, v1, v2, v3):
+    """A row's columns c .. c+3 (those below ``end``) into its shared-memory cache, column
+    4k + t at base + t·chunks + k: a warp's threads, on consecutive chunks, write
+    consecutive words (no bank conflicts)."""
+    k = base + c // CHUNK
+    if c < end:
+        cache[k] = v0
+    if c + 1 < end:
+        cache[k + chunks] = v1
+    if c + 2 < end:
+        cache[k + 2 * chunks] = v2
+    if c + 3 < end:
+        cache[k + 3 * chunks] = v3
+
+
+@cuda.jit(device=True)
+def cache_get(cache, base, chunks, c, end, fill):
+    k = base + c // CHUNK
+    return (cache[k] if c < end else fill, cache[k + chunks] if c + 1 < end else fill,
+            cache[k + 2 * chunks] if c + 2 < end else fill, cache[k + 3 * chunks] if c + 3 < end else fill)
+
+
 # --- combines --------------------------------------------------------------------------
 
 @cuda.jit(device=True)

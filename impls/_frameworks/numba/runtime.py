@@ -82,6 +82,11 @@ def words(t: torch.Tensor):
         return view(torch.zeros(1, dtype=torch.int64, device=t.device)).view(np.uint64), -1
 
 
+def word_views(*tensors) -> list:
+    """(elements, words, phase) of each tensor in turn, flat: a row kernel's arguments."""
+    return [v for t in tensors for v in (view(flat(t)), *words(t))]
+
+
 def flat_words(*tensors):
     """Each tensor's flat (elements, words) views and the phase they share (-1, no words, when their
     first aligned elements differ)."""
