@@ -62,7 +62,7 @@ def signatures():
         yield f"max partials {t}", max_._partials, f"void({v}, {w}, int64, float32[::1], int64)"
         yield f"max atomic {t}", max_._atomic, f"void({v}, {w}, int64, float32[::1], int32[::1], int32[::1], int64)"
         yield f"rmsnorm {t}", rmsnorm._rmsnorm, f"void({r * 3}int64, int64, float32, int64, boolean)"
-        yield f"softmax {t}", softmax._softmax, f"void({m}, {m}, int64, int64, int64, boolean, int64)"
+        yield f"softmax {t}", softmax._softmax, f"void({r * 2}int64, int64, int64, boolean, int64)"
         yield (f"layernorm {t}", layernorm._layernorm,
                f"void({m}, {v}, {v}, {m}, int64, int64, float32, int64, boolean, int64)")
         yield (f"chain fused {t}", chain._fused,
