@@ -64,7 +64,7 @@ def signatures():
         yield f"rmsnorm {t}", rmsnorm._rmsnorm, f"void({r * 3}int64, int64, float32, int64, boolean)"
         yield f"softmax {t}", softmax._softmax, f"void({r * 2}int64, int64, int64, boolean, int64)"
         yield (f"layernorm {t}", layernorm._layernorm,
-               f"void({m}, {v}, {v}, {m}, int64, int64, float32, int64, boolean, int64)")
+               f"void({r * 4}int64, int64, float32, int64, boolean, int64)")
         yield (f"chain fused {t}", chain._fused,
                f"void({r * 5}int64, int64, float32, int64, boolean)")
         yield f"chain step {t}", chain._step, f"void({v}, {w}, {v}, {w}, {v}, {w}, int64, int64, int64)"
