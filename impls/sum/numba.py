@@ -1,7 +1,8 @@
 """Numba sum: one fp32 sum; reads N·s bytes. Each thread loads CHUNKS chunks of 4 elements a
 step as 8-byte words (device.chunk_load), then adds them in turn into its fp32 total, in a
-grid-stride loop; the elements outside whole aligned chunks one at a time, last; then the block's shuffle tree
-(device.group_sum over the whole block).
+grid-stride loop; the elements outside whole aligned chunks one at a time, last (the chunks
+start at x's first 8-byte aligned element, so the order, and the bits, follow x's address);
+then the block's shuffle tree (device.group_sum over the whole block).
   two_pass: a partial per block, then one block over the partials in a fixed tree: the same
             bits every run.
   atomic:   one cuda.atomic.add per block (never per element): one launch, but the order
