@@ -54,19 +54,20 @@ def signatures():
     """(name, kernel, signature) for every kernel and every type its binds pass: contiguous
     arrays (1-D [::1], rows [:, ::1]), Python ints as int64, numpy float32 scalars, bools."""
     for t in STORAGE:
-        v, m = f"{t}[::1]", f"{t}[:, ::1]"
-        yield f"scale {t}", scale._scale, f"void({v}, {v}, float32, int64)"
-        yield f"sum partials {t}", sum_._partials, f"void({v}, float32[::1], int64)"
-        yield f"sum atomic {t}", sum_._atomic, f"void({v}, float32[::1], float32[::1], int32[::1], int64)"
-        yield f"max partials {t}", max_._partials, f"void({v}, float32[::1], int64)"
-        yield f"max atomic {t}", max_._atomic, f"void({v}, float32[::1], int32[::1], int32[::1], int64)"
-        yield f"rmsnorm {t}", rmsnorm._rmsnorm, f"void({m}, {v}, {m}, int64, int64, float32, int64, boolean)"
-        yield f"softmax {t}", softmax._softmax, f"void({m}, {m}, int64, int64, int64, boolean, int64)"
+        v, m, w = f"{t}[::1]", f"{t}[:, ::1]", "uint64[::1]"
+        r = f"{v}, {w}, int64, "   # a tensor as a row kernel takes it: elements, words, phase
+        yield f"scale {t}", scale._scale, f"void({v}, {w}, {v}, {w}, int64, float32, int64)"
+        yield f"sum partials {t}", sum_._partials, f"void({v}, {w}, int64, float32[::1], int64)"
+        yield f"sum atomic {t}", sum_._atomic, f"void({v}, {w}, int64, float32[::1], float32[::1], int32[::1], int64)"
+        yield f"max partials {t}", max_._partials, f"void({v}, {w}, int64, float32[::1], int64)"
+        yield f"max atomic {t}", max_._atomic, f"void({v}, {w}, int64, float32[::1], int32[::1], int32[::1], int64)"
+        yield f"rmsnorm {t}", rmsnorm._rmsnorm, f"void({r * 3}int64, int64, float32, int64, boolean)"
+        yield f"softmax {t}", softmax._softmax, f"void({r * 2}int64, int64, int64, boolean, int64)"
         yield (f"layernorm {t}", layernorm._layernorm,
-               f"void({m}, {v}, {v}, {m}, int64, int64, float32, int64, boolean, int64)")
+               f"void({r * 4}int64, int64, float32, int64, boolean, int64)")
         yield (f"chain fused {t}", chain._fused,
-               f"void({m}, {v}, {m}, {m}, {m}, int64, int64, float32, int64, boolean)")
-        yield f"chain step {t}", chain._step, f"void({v}, {v}, {v}, int64, int64)"
+               f"void({r * 5}int64, int64, float32, int64, boolean)")
+        yield f"chain step {t}", chain._step, f"void({v}, {w}, {v}, {w}, {v}, {w}, int64, int64, int64)"
     for t in ("int64", "int32", "int16"):
         yield f"copy {t}", copy._copy, f"void({t}[::1], {t}[::1], int64)"
     yield "sum finish", sum_._finish, "void(float32[::1], float32[::1], int64)"

@@ -186,3 +186,28 @@ def test_every_kernel_compiles_for_the_gpu():
                     f"a CUDA toolkit): {(proc.stdout + proc.stderr)[-500:]}")
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
     assert proc.stdout.count("\nok ") + proc.stdout.startswith("ok ") >= 35, proc.stdout
+
+
+@pytest.mark.parametrize("op_name", ["rmsnorm", "layernorm"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_row_s_bits_do_not_depend_on_its_alignment(op_name, dtype):
+    """The row kernels move whole aligned chunks as 8-byte words and the rest one element at
+    a time, in the same order: the same rows at every element offset (word-aligned or not)
+    give the same bits (batch invariance across allocations). The 1-D reductions' chunks
+    start at the first aligned element, so their order, and bits, follow the address."""
+    spec = OPS[op_name]
+    op = spec()
+    bind = registry.registered()[(op_name, "numba", "welford" if op_name == "layernorm" else registry.NO_VARIANT)].bind
+    shape = (5, 102)
+    inputs = op.inputs(shape, getattr(torch, dtype), CPU, seed=7, case="random")
+    results = []
+    for offset in range(4):
+        moved = {k: _misaligned(v, offset) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+        out = op.make_output(moved)
+        if out.dim() > 0:
+            out = _misaligned(out, (offset + 1) % 4)
+        bind(**moved, out=out)()
+        results.append(out.clone())
+    for offset, got in enumerate(results[1:], 1):
+        assert torch.equal(got.view(-1).view(torch.uint8), results[0].view(-1).view(torch.uint8)), \
+            f"{op_name} {dtype}: offset {offset} gave other bits than offset 0"

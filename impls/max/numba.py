@@ -1,5 +1,5 @@
-"""Numba max: fp32 max, NaN anywhere gives NaN; reads N·s bytes. UNROLL loads in flight per
-thread, a grid-stride loop, then the block's shuffle tree (device.group_max).
+"""Numba max: fp32 max, NaN anywhere gives NaN; reads N·s bytes. CHUNKS chunks of 4 elements
+in flight per thread as 8-byte words (device.chunk_load), a grid-stride loop, then the block's shuffle tree (device.group_max).
   two_pass: block maxima, then one block over them.
   atomic:   one cuda.atomic.max per block on an order-preserving int32 key of the fp32 bits
             (any NaN the largest key): one launch. Max is exact and order-free: both give the
@@ -8,8 +8,9 @@ import torch
 from numba import cuda, float32, int32
 
 from harness.registry import impl
-from impls._frameworks.numba.device import NEG_INF, bits_float, float_bits, group_max, load, max_nan
-from impls._frameworks.numba.launch import UNROLL
+from impls._frameworks.numba.device import (CHUNK, NEG_INF, bits_float, chunk_load, end_element, flat_span, float_bits,
+                                            group_max, load, max_nan, per_word)
+from impls._frameworks.numba.launch import CHUNKS, UNROLL
 from impls._frameworks.numba.reduce import VARIANTS, Kernels, bind_reduce
 
 KEY_EMPTY = -(1 << 31)      # below every float's key: the accumulator between launches
@@ -33,25 +34,34 @@ def _value(k):
 
 
 @cuda.jit(device=True)
-def _block_max(x, n):
+def _block_max(x, xw, phase, n):
     values = cuda.local.array(UNROLL, float32)
+    first, chunks = flat_span(n, phase)
+    per_chunk = CHUNK // per_word(x)
     block = cuda.blockDim.x
-    step = cuda.gridDim.x * block * UNROLL
-    start = cuda.blockIdx.x * block * UNROLL + cuda.threadIdx.x
+    k = cuda.blockIdx.x * block * CHUNKS + cuda.threadIdx.x
     best = NEG_INF
-    while start < n:
-        for u in range(UNROLL):
-            i = start + u * block
-            values[u] = load(x, i) if i < n else NEG_INF
+    while k + (CHUNKS - 1) * block < chunks:     # whole steps: no bounds checks
+        for u in range(CHUNKS):
+            values[4 * u], values[4 * u + 1], values[4 * u + 2], values[4 * u + 3] = chunk_load(
+                x, xw, 0, (k + u * block) * per_chunk, True, CHUNK, NEG_INF)
         for u in range(UNROLL):
             best = max_nan(best, values[u])
-        start += step
+        k += cuda.gridDim.x * block * CHUNKS
+    while k < chunks:
+        v0, v1, v2, v3 = chunk_load(x, xw, 0, k * per_chunk, True, CHUNK, NEG_INF)
+        best = max_nan(max_nan(best, v0), max_nan(v1, max_nan(v2, v3)))
+        k += block
+    j = cuda.grid(1)
+    while j < n - CHUNK * chunks:
+        best = max_nan(best, load(x, end_element(j, first, chunks)))
+        j += cuda.gridsize(1)
     return group_max(best, block)
 
 
 @cuda.jit(cache=True)
-def _partials(x, partial, n):
-    best = _block_max(x, n)
+def _partials(x, xw, phase, partial, n):
+    best = _block_max(x, xw, phase, n)
     if cuda.threadIdx.x == 0:
         partial[cuda.blockIdx.x] = best
 
@@ -69,8 +79,8 @@ def _finish(partial, out, count):
 
 
 @cuda.jit(cache=True)
-def _atomic(x, out, acc, ticket, n):
-    best = _block_max(x, n)
+def _atomic(x, xw, phase, out, acc, ticket, n):
+    best = _block_max(x, xw, phase, n)
     if cuda.threadIdx.x == 0:
         cuda.atomic.max(acc, 0, _key(best))
         cuda.threadfence()

@@ -19,7 +19,8 @@ or a launch holds. Every thread of the block must call a reduction (they synchro
 import math
 
 import numpy as np
-from numba import cuda, float32, int16, int32, uint16, uint32
+from numba import cuda, float32, int16, int32, uint16, uint32, uint64
+from numba.cuda.types import float16
 
 from impls._frameworks.numba.runtime import SIMULATED
 
@@ -43,6 +44,15 @@ if SIMULATED:
     def rsqrt(v):
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.float32(1) / np.sqrt(np.float32(v))
+
+    @cuda.jit(device=True)
+    def half_from_bits(b):
+        return np.float32(np.uint16(b).view(np.float16))
+
+    @cuda.jit(device=True)
+    def half_bits(v):
+        with np.errstate(over="ignore"):
+            return np.uint32(np.float16(v).view(np.uint16))
 else:
     from numba.cuda import libdevice
 
@@ -57,6 +67,32 @@ else:
     @cuda.jit(device=True)
     def rsqrt(v):
         return libdevice.rsqrtf(float32(v))   # NaN below 0, as the simulator's
+
+    from numba.cuda import types as _types
+    from numba.cuda.extending import intrinsic
+
+    # fp16 <-> its bits: Numba has no reinterpreting cast for float16 (libdevice has none
+    # either). numba-cuda keeps a float16 as an i16 in LLVM, so the cast is the value itself.
+    @intrinsic
+    def _half_from_bits(typingctx, b):
+        def codegen(context, builder, sig, args):
+            return args[0]
+        return _types.float16(_types.uint16), codegen
+
+    @intrinsic
+    def _half_bits(typingctx, h):
+        def codegen(context, builder, sig, args):
+            return args[0]
+        return _types.uint16(_types.float16), codegen
+
+    @cuda.jit(device=True)
+    def half_from_bits(b):
+        return float32(_half_from_bits(uint16(b)))
+
+    @cuda.jit(device=True)
+    def half_bits(v):
+        """fp32 rounded to fp16 (the hardware's cvt.rn), as its bits."""
+        return uint32(_half_bits(float16(v)))
 
 
 @cuda.jit(device=True)
@@ -113,6 +149,192 @@ if not SIMULATED:
         def other(a, i, v):
             a[i] = v   # Numba's cast: cvt.rn into fp16, none for fp32
         return other
+
+
+# --- chunks: four consecutive elements, moved as 8-byte words ---------------------------------
+#
+# A kernel that moves one 2- or 4-byte element per load issues 4 (fp32: 2) times the loads a
+# copy does, each with its own 64-bit index arithmetic: the instructions and registers, not
+# the bytes, set its speed. A *chunk* is four consecutive elements of a flat array: one 8-byte
+# word of a 16-bit type, two of fp32. ``chunk_load`` gives the four as fp32 and ``chunk_store``
+# writes four; both take the array twice, as its elements (``a``) and as 8-byte words (``w``,
+# runtime.words: the words from the first 8-byte aligned element on), with the chunk's
+# element index ``e`` and word index ``wi``. ``wide`` (the chunk is word-aligned and whole)
+# picks the words; otherwise the same elements move one at a time: the values, and so the
+# bits of every result, never depend on which way they moved. Numba has no load wider than
+# its widest scalar (8 bytes; numba-cuda 0.30.4's vector types are values, not array
+# elements, and its cache-hint loads take 8- to 64-bit dtypes only), so 16-byte loads are not
+# used. Word indices are unsigned: Numba wraps a negative signed index around (two
+# instructions more a load); an unsigned one it takes as it is.
+
+CHUNK = 4
+LOW16, LOW32 = uint64(0xFFFF), uint64(0xFFFFFFFF)
+
+
+def from_bits(a, b):
+    """An element of a's type from its bits (the low bits of an integer) as fp32. The
+    simulator runs this Python; on the GPU the overload below replaces it."""
+    if a.dtype == np.int16:
+        return bits_float(np.uint32(b) << np.uint32(16))
+    if a.dtype == np.float16:
+        return half_from_bits(b)
+    return bits_float(b)
+
+
+def to_bits(a, v):
+    """fp32 v rounded once into a's type, as its bits (uint32). The simulator runs this Python."""
+    if a.dtype == np.int16:
+        return np.uint32(np.uint16(f32_to_bf16(v)))
+    if a.dtype == np.float16:
+        return half_bits(v)
+    return float_bits(v)
+
+
+def narrow(a):
+    """Whether a's elements are 16-bit (a word holds a chunk) rather than fp32 (two words)."""
+    return a.dtype.itemsize == 2
+
+
+if not SIMULATED:
+    @overload(from_bits, target="cuda")
+    def _from_bits(a, b):
+        if a.dtype == types.int16:
+            return lambda a, b: bits_float(uint32(b) << uint32(16))
+        if a.dtype == types.float16:
+            return lambda a, b: half_from_bits(b)
+        return lambda a, b: bits_float(uint32(b))
+
+    @overload(to_bits, target="cuda")
+    def _to_bits(a, v):
+        if a.dtype == types.int16:
+            return lambda a, v: uint32(uint16(f32_to_bf16(v)))
+        if a.dtype == types.float16:
+            return lambda a, v: half_bits(v)
+        return lambda a, v: float_bits(v)
+
+    @overload(narrow, target="cuda")
+    def _narrow(a):
+        wide = a.dtype.bitwidth == 16
+        return lambda a: wide
+
+
+@cuda.jit(device=True)
+def chunk_load(a, w, e, wi, wide, valid, fill):
+    """Elements e .. e+3 of a as four fp32, those from ``valid`` on as ``fill``: as words
+    w[wi] (and w[wi + 1] for fp32) when ``wide`` and the chunk is whole."""
+    if wide and valid >= CHUNK:
+        i = uint64(wi)
+        if narrow(a):
+            b = uint64(w[i])
+            return (from_bits(a, b & LOW16), from_bits(a, (b >> uint64(16)) & LOW16),
+                    from_bits(a, (b >> uint64(32)) & LOW16), from_bits(a, (b >> uint64(48)) & LOW16))
+        b0, b1 = uint64(w[i]), uint64(w[i + uint64(1)])
+        return (from_bits(a, b0 & LOW32), from_bits(a, (b0 >> uint64(32)) & LOW32),
+                from_bits(a, b1 & LOW32), from_bits(a, (b1 >> uint64(32)) & LOW32))
+    v0 = load(a, e) if valid > 0 else fill
+    v1 = load(a, e + 1) if valid > 1 else fill
+    v2 = load(a, e + 2) if valid > 2 else fill
+    v3 = load(a, e + 3) if valid > 3 else fill
+    return v0, v1, v2, v3
+
+
+@cuda.jit(device=True)
+def chunk_store(a, w, e, wi, wide, valid, v0, v1, v2, v3):
+    """a[e .. e+3] = the four fp32 values (the first ``valid`` of them), each rounded once into
+    a's type: as words when ``wide`` and the chunk is whole."""
+    if wide and valid >= CHUNK:
+        i = uint64(wi)
+        if narrow(a):
+            w[i] = (uint64(to_bits(a, v0)) | (uint64(to_bits(a, v1)) << uint64(16))
+                    | (uint64(to_bits(a, v2)) << uint64(32)) | (uint64(to_bits(a, v3)) << uint64(48)))
+        else:
+            w[i] = uint64(to_bits(a, v0)) | (uint64(to_bits(a, v1)) << uint64(32))
+            w[i + uint64(1)] = uint64(to_bits(a, v2)) | (uint64(to_bits(a, v3)) << uint64(32))
+        return
+    if valid > 0:
+        store(a, e, v0)
+    if valid > 1:
+        store(a, e + 1, v1)
+    if valid > 2:
+        store(a, e + 2, v2)
+    if valid > 3:
+        store(a, e + 3, v3)
+
+
+@cuda.jit(device=True)
+def per_word(a):
+    """Elements a word holds: 4 of a 16-bit type, 2 of fp32."""
+    return 4 if narrow(a) else 2
+
+
+@cuda.jit(device=True)
+def words_at(a, phase, e):
+    """Whether a chunk starting at element e of a is word-aligned (``phase``: the index of a's
+    first 8-byte aligned element, -1 when a has no word view), and its word index."""
+    v = per_word(a)
+    rel = e - phase
+    return phase >= 0 and rel >= 0 and rel % v == 0, rel // v
+
+
+@cuda.jit(device=True)
+def flat_span(n, phase):
+    """(first, chunks) of a flat kernel over n elements: whole chunks from element ``first`` (an
+    aligned one) on; the *ends*, the elements before ``first`` and from first + 4·chunks on
+    (at most 3 each; all n when there are no words), move one at a time."""
+    if phase < 0:
+        return n, 0
+    return phase, (n - phase) // CHUNK
+
+
+@cuda.jit(device=True)
+def end_element(j, first, chunks):
+    """The flat index of the j-th end element (j < n - 4·chunks)."""
+    return j if j < first else j + CHUNK * chunks
+
+
+# --- rows of chunks (rows.py: which thread takes which chunk) ---------------------------------
+
+@cuda.jit(device=True)
+def row_words(a, phase, start):
+    """(wide, word): whether the row starting at flat element ``start`` of a is word-aligned,
+    and the index of its first word."""
+    return words_at(a, phase, start)
+
+
+@cuda.jit(device=True)
+def row_load(a, w, wide, word, start, c, end, fill):
+    """Columns c .. c+3 (c a multiple of 4) of the row at ``start`` as fp32, those from ``end``
+    on as ``fill``."""
+    return chunk_load(a, w, start + c, word + c // per_word(a), wide, end - c, fill)
+
+
+@cuda.jit(device=True)
+def row_store(a, w, wide, word, start, c, end, v0, v1, v2, v3):
+    """Columns c .. c+3 of the row at ``start`` (those below ``end``) = the four values."""
+    chunk_store(a, w, start + c, word + c // per_word(a), wide, end - c, v0, v1, v2, v3)
+
+
+@cuda.jit(device=True)
+def cache_put(cache, base, chunks, c, end, v0, v1, v2, v3):
+    """A row's columns c .. c+3 (those below ``end``) into its shared-memory cache, column
+    4k + t at base + t·chunks + k: a warp's threads, on consecutive chunks, write
+    consecutive words (no bank conflicts)."""
+    k = base + c // CHUNK
+    if c < end:
+        cache[k] = v0
+    if c + 1 < end:
+        cache[k + chunks] = v1
+    if c + 2 < end:
+        cache[k + 2 * chunks] = v2
+    if c + 3 < end:
+        cache[k + 3 * chunks] = v3
+
+
+@cuda.jit(device=True)
+def cache_get(cache, base, chunks, c, end, fill):
+    k = base + c // CHUNK
+    return (cache[k] if c < end else fill, cache[k + chunks] if c + 1 < end else fill,
+            cache[k + 2 * chunks] if c + 2 < end else fill, cache[k + 3 * chunks] if c + 3 < end else fill)
 
 
 # --- combines --------------------------------------------------------------------------

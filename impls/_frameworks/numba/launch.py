@@ -2,8 +2,8 @@
 steps), chosen through harness.tuner.
 
 A config is (threads per block, blocks per SM); ``per_sm`` 0 means enough blocks for one pass
-over the data. Each thread takes UNROLL elements a step, their loads issued before any is
-used, in a grid-stride loop. A config is a launch parameter, not a compile-time constant:
+over the data. Each thread takes CHUNKS chunks (4 consecutive elements, as 8-byte words: device.py) a
+step, their loads issued before any is used, in a grid-stride loop. A config is a launch parameter, not a compile-time constant:
 one compiled kernel serves them all, so trying a config costs a timing, not a build.
 Under the simulator nothing is timed: one small config, so that a block's Python threads
 stay few, with several blocks and grid-stride steps on the tests' sizes."""
@@ -12,7 +12,8 @@ from impls._frameworks._launch import configured
 from impls._frameworks.numba import cachedir
 from impls._frameworks.numba.runtime import SIMULATED, TooManyThreads, sm_count
 
-UNROLL = 8          # elements in flight per thread per step (the kernels' local arrays)
+UNROLL = 16         # elements in flight per thread per step: CHUNKS chunks of 4 (device.py)
+CHUNKS = 4          # chunks a step: 32 bytes of a 16-bit type, 64 of fp32, loaded before any is used
 SIM_CONFIG = dict(threads=64, per_sm=2)
 SIM_SMS = 2         # the simulator's pretend SMs: a grid of 4 blocks of 64 threads
 

@@ -1,9 +1,9 @@
 """The 1-D reductions' launchers (sum, max): scratch allocated at bind, the grid tuned.
 
 A reduction gives three kernels (impls/sum/numba.py, impls/max/numba.py):
-  partials(x, partial, n):              each block's result into partial[block]
+  partials(x, xw, phase, partial, n):            each block's result into partial[block]
   finish(partial, out, count):          one block over the partials, in a fixed tree
-  atomic(x, out, acc, ticket, n):       each block's result into acc by an atomic; the
+  atomic(x, xw, phase, out, acc, ticket, n):     each block's result into acc by an atomic; the
                                         block that takes the last ticket writes out and
                                         leaves acc and ticket as it found them, so the
                                         next launch starts clean (one launch; two
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from impls._frameworks.numba.launch import blocks_for, tuned, with_grid
-from impls._frameworks.numba.runtime import SIMULATED, Launch, sequence, view
+from impls._frameworks.numba.runtime import SIMULATED, Launch, flat_words, sequence, view
 
 VARIANTS = ("two_pass", "atomic")
 FINISH_THREADS = 1024
@@ -32,7 +32,8 @@ class Kernels:
 
 
 def bind_reduce(kernels: Kernels, variant: str, x, out):
-    xs, outs, n = view(x), view(out), x.numel()
+    (xs, xw), phase = flat_words(x)
+    outs, n = view(out), x.numel()
     finish_threads = SIM_FINISH_THREADS if SIMULATED else FINISH_THREADS
 
     def make(config):
@@ -40,14 +41,14 @@ def bind_reduce(kernels: Kernels, variant: str, x, out):
         if variant == "atomic":
             acc = torch.full((1,), kernels.acc_start, dtype=kernels.acc_dtype, device=x.device)
             ticket = torch.zeros(1, dtype=torch.int32, device=x.device)
-            launch = Launch(kernels.atomic, blocks, threads, (xs, outs, view(acc), view(ticket), n), device=x.device)
+            launch = Launch(kernels.atomic, blocks, threads, (xs, xw, phase, outs, view(acc), view(ticket), n), device=x.device)
             launch.scratch = (acc, ticket)   # kept alive with the launcher
-            return with_grid(launch, blocks=blocks)
+            return with_grid(launch, blocks=blocks, word_phase=phase)
         partial = torch.empty(blocks, dtype=torch.float32, device=x.device)
         ps = view(partial)
-        launch = sequence(Launch(kernels.partials, blocks, threads, (xs, ps, n), device=x.device),
+        launch = sequence(Launch(kernels.partials, blocks, threads, (xs, xw, phase, ps, n), device=x.device),
                           Launch(kernels.finish, 1, finish_threads, (ps, outs, blocks), device=x.device))
         launch.scratch = partial
-        return with_grid(launch, blocks=blocks, finish_threads=finish_threads)
+        return with_grid(launch, blocks=blocks, finish_threads=finish_threads, word_phase=phase)
     return tuned(("numba", kernels.name, variant, x.dtype, n), f"{kernels.name} {variant} {x.dtype} {n}", make,
                  x.device)

@@ -1,9 +1,13 @@
 """The row kernels' configs (softmax, the norms, the chain), chosen through harness.tuner's
 row search.
 
-A row belongs to a *group* of ``group`` threads (a power of two, 1 to 1024); thread j of the
-group takes columns j, j + group, ..., UNROLL of them a step, their loads issued before any
-is used. A block holds ``threads / group`` rows. Only ``group`` decides a row's bits (the
+A row belongs to a *group* of ``group`` threads (a power of two, 1 to 1024); a row is cut into
+chunks of 4 consecutive columns (4k .. 4k+3, counted from the row's first column), and thread
+j of the group takes chunks j, j + group, ..., CHUNKS of them a step, their loads issued
+before any is used, taking a step's values in column order within a chunk and chunk order
+within the step. A chunk moves as 8-byte words when the row is word-aligned and as single
+elements otherwise (device.chunk_load): the same values in the same order, so a row's
+alignment changes no bit. A block holds ``threads / group`` rows. Only ``group`` decides a row's bits (the
 order each thread adds its columns in, and the reduction tree: device.py); ``threads`` and
 ``cached`` (the row kept in shared memory as fp32 between its passes, where it fits, instead
 of read again) change no bit. The group is chosen once per (op, variant, row length,
@@ -17,7 +21,8 @@ from impls._frameworks._launch import configured
 from impls._frameworks.numba.launch import fingerprint
 from impls._frameworks.numba.runtime import SIMULATED, TooManyThreads
 
-UNROLL = 8                    # columns in flight per thread per step (the kernels' local arrays)
+CHUNKS = 4                    # chunks (of 4 columns) in flight per thread per step
+UNROLL = 16                   # columns in flight per thread per step (the kernels' local arrays)
 NEUTRAL = ("threads", "cached")
 # Dynamic shared memory a block may take: the 48 KiB a block gets without opting in (Numba
 # cannot opt in) covers the kernels' static arrays too (up to 512 B, the group reductions'),
@@ -32,8 +37,13 @@ def _pow2_at_least(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
+def cached_cols(cols: int) -> int:
+    """The fp32 slots a row takes in the cache: whole chunks (device.cache_put)."""
+    return -(-cols // 4) * 4
+
+
 def cache_bytes(config: dict, cols: int) -> int:
-    return (config["threads"] // config["group"]) * cols * 4
+    return (config["threads"] // config["group"]) * cached_cols(cols) * 4
 
 
 def shape(group: int, cols: int, cacheable: bool, threads: int | None = None) -> dict:

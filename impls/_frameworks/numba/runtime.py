@@ -11,6 +11,7 @@ tensors without a copy, and launchers that only launch.
   (legacy) stream, and never a stream fixed at bind (a CUDA graph capture runs the launcher
   on a stream of its own).
 """
+import numpy as np
 import torch
 
 from impls._frameworks.numba import cachedir
@@ -50,6 +51,49 @@ def view(t: torch.Tensor):
         from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
         return FakeCUDAArray(t.numpy())
     return cuda.as_cuda_array(t, sync=False)
+
+
+WORD_BYTES = 8
+
+
+def flat(t: torch.Tensor, what: str = "tensor") -> torch.Tensor:
+    """``t`` as one flat array of its elements (a row kernel indexes row * cols + column)."""
+    if not t.is_contiguous():
+        raise ValueError(f"the Numba kernels take a contiguous {what}; got strides {tuple(t.stride())} for shape "
+                         f"{tuple(t.shape)}: pass t.contiguous()")
+    return t.detach().reshape(-1)
+
+
+def words(t: torch.Tensor):
+    """(w, phase): ``t``'s memory as 8-byte words from its first 8-byte aligned element on (a
+    Numba uint64 array, no copy), and that element's flat index; (an empty array, -1) when
+    ``t`` has none (fewer elements than a word, or a storage the dtype view refuses). The
+    kernels move whole aligned chunks through ``w`` and every other element one at a time."""
+    t = flat(t)
+    size = t.element_size()
+    phase = (-t.data_ptr()) % WORD_BYTES // size
+    count = (t.numel() - phase) * size // WORD_BYTES
+    try:
+        if count <= 0 or (-t.data_ptr()) % size:
+            raise ValueError("no whole word")
+        raw = t[phase:phase + count * WORD_BYTES // size].view(STORAGE.get(t.dtype, t.dtype)).view(torch.int64)
+        return view(raw).view(np.uint64), phase
+    except (RuntimeError, ValueError):
+        return view(torch.zeros(1, dtype=torch.int64, device=t.device)).view(np.uint64), -1
+
+
+def word_views(*tensors) -> list:
+    """(elements, words, phase) of each tensor in turn, flat: a row kernel's arguments."""
+    return [v for t in tensors for v in (view(flat(t)), *words(t))]
+
+
+def flat_words(*tensors):
+    """Each tensor's flat (elements, words) views and the phase they share (-1, no words, when their
+    first aligned elements differ)."""
+    views = [(view(flat(t)), *words(t)) for t in tensors]
+    phases = {p for _, _, p in views}
+    phase = phases.pop() if len(phases) == 1 else -1
+    return [v for e, w, _ in views for v in (e, w)], phase
 
 
 def _raw_stream(device_index: int) -> int:
