@@ -447,6 +447,55 @@ def test_cupy_views_are_the_tensors_memory_and_launches_follow_the_current_strea
         assert torch.equal(out, want), bind.__name__
 
 
+CUPY_RAW_ROWS = [("rmsnorm", "raw"), ("softmax", "three_pass"), ("softmax", "online"), ("softmax", "on_chip"),
+                 ("layernorm", "welford"), ("layernorm", "two_pass"), ("rmsnorm_silu_mul_add", "fused")]
+# CuPy compiles with -ftz=true and no way to turn it off: fp32 results that should be subnormal
+# come out 0, which these sets check (the harness's records show them as FAIL, with the reason).
+CUPY_FTZ_FAILS = {("softmax", "large_magnitude"), ("rmsnorm_silu_mul_add", "large_gain")}
+
+
+@pytest.mark.parametrize("key", CUPY_RAW_ROWS, ids="-".join)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+def test_cupy_raw_row_kernels_are_right_in_every_config_on_rows_at_odd_offsets(key, dtype, monkeypatch):
+    """The CUDA extension's row kernels as CuPy compiles and launches them, in each config of
+    their space (the tuner not asked: every packs-kept and group the tuner may pick), on rows
+    that start on 16-byte boundaries (the whole-row kernels) and off them (x, the weights and
+    the output at odd element offsets), at irregular lengths, on every input set."""
+    pytest.importorskip("cupy")
+    from harness.checks import checked_launch
+    from impls._frameworks.cuda import rows as cuda_rows
+    op_name, variant = key
+    op = registry.ops()[op_name]()
+    registry.load_impls(op_name, ["cupy"])
+    bind = registry.registered()[(op_name, "cupy", variant)].bind
+    pick = [0]
+
+    def one_config(framework, title, fingerprint, unrunnable, key, label, cols, dtype, device, rows, scratch, bind,
+                   kept=True, looped=True):
+        space = cuda_rows.configs(cols, dtype.itemsize, kept, looped)
+        return space[pick[0] % len(space)], {}
+    monkeypatch.setattr(cuda_rows, "choose_for", one_config)
+    failures, ran = [], 0
+    for shape in ((3, 781), (5, 4096)):
+        kept, looped = {"on_chip": (True, False), "three_pass": (False, True), "online": (False, True)}.get(
+            variant, (True, True))
+        for pick[0] in range(len(cuda_rows.configs(shape[1], dtype.itemsize, kept, looped))):
+            for case in ("random", *op.adversarial):
+                if dtype == torch.float32 and (op_name, case) in CUPY_FTZ_FAILS:
+                    continue
+                inputs = op.inputs(shape, dtype, "cuda", seed=shape[1], case=case)
+                for offset in (0, 1):
+                    moved = {k: _misaligned(v.flatten(), offset).view(v.shape) if isinstance(v, torch.Tensor) else v
+                             for k, v in inputs.items()}
+                    out = _misaligned(op.make_output(moved).flatten(), offset).view(shape)
+                    launch = bind(**moved, out=out)
+                    result, _ = checked_launch(op, launch, moved, out, dtype, case, shape[1], torch.cuda.synchronize)
+                    ran += 1
+                    if not result.passed:
+                        failures.append(f"{shape} config {launch.config} {case} offset {offset}: {result.detail}")
+    assert ran and not failures, "\n".join(failures[:10])
+
+
 # --- Numba -------------------------------------------------------------------------------
 
 NUMBA_BIND = """

@@ -3,9 +3,9 @@
              ElementwiseKernel: the two-pass statistics, x read three times.
   naive:     the same with E[x²] - E[x]² (the two sums in ReductionKernels): the negative
              control the large_mean inputs must fail.
-  welford:   rows.cuh: each pack's (count, mean, M2) merged into a running state, the states
+  welford:   the CUDA extension's kernels (layernorm.cuh) through NVRTC: each pack's (count, mean, M2) merged into a running state, the states
              merged in the group's tree (Chan et al.): one pass for the statistics.
-  two_pass:  rows.cuh: the mean, then sum((x - mean)²); the row in registers where it fits."""
+  two_pass:  the same kernel's two-pass statistics: the mean, then sum((x - mean)²); the row in registers where it fits."""
 import numpy as np
 
 from harness.registry import impl
@@ -44,13 +44,14 @@ def bind_naive(x, weight, bias, eps, out):
     return idiomatic.launcher(compute, {"x": x, "g": weight, "b": bias}, out, "2 ReductionKernels + ElementwiseKernel")
 
 
-def _register(variant: str, welford: str):
+def _register(variant: str, code: str):
     @impl("layernorm", "cupy", variant=variant)
     def bind(x, weight, bias, eps, out):
-        return rows.row_launcher(("layernorm", variant), f"layernorm {variant}", "layernorm_rows",
-                                 (x, weight, bias, out), (np.float32(eps),), weights=2, extra=welford)
+        return rows.row_launcher("layernorm", ("layernorm", variant), f"layernorm {variant}",
+                                 f"hk::layernorm_rows<{{T}}, {{P}}, hk::{code}, {{W}}>", (x, weight, bias, out),
+                                 (np.float32(eps),), weights=2)
     return bind
 
 
-for _variant, _welford in {"welford": "true", "two_pass": "false"}.items():
-    _register(_variant, _welford)
+for _variant, _code in {"welford": "WELFORD", "two_pass": "TWO_PASS"}.items():
+    _register(_variant, _code)

@@ -2,7 +2,7 @@
   idiomatic: cupy.max (CuPy takes CUB's device-wide reduction where it can; fp16's max copied
              into the fp32 output); bf16, which cupy.max cannot read, through a ReductionKernel
              over the 16-bit view.
-  two_pass:  reduce_1d.cuh: 16-byte packs, four in flight per thread, shuffle trees; partials,
+  two_pass:  the CUDA extension's (max.cuh, reduce_1d.cuh) through NVRTC: 16-byte packs, four in flight per thread, shuffle trees; partials,
              then one block.
   atomic:    one atomicMax per block on an order-preserving unsigned key (NaN the largest).
 Max is exact and order-free: every variant gives the same bits every run."""

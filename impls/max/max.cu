@@ -1,10 +1,9 @@
-// max: the largest element of a 1-D tensor as fp32, NaN anywhere giving NaN; reads N·s bytes.
-// two_pass and atomic: hk::launch_reduce_1d (reduce_1d.cuh) with the NaN-keeping maximum;
-// the atomic one through an order-preserving unsigned key. Max is exact and order-free:
-// both give the same bits every run.
+// The host side of max.cuh's kernels: the checks, the dispatch on dtype and config, and the
+// launches on the current PyTorch stream, registered under torch.ops.harness_cuda.
 #include <torch/library.h>
 
-#include "reduce_1d.cuh"
+#include "host.cuh"
+#include "max.cuh"
 
 namespace {
 

@@ -1,18 +1,11 @@
-// scale: y = a·x, the product in fp32, rounded once. 2·N·s bytes, like copy.
-//   naive:  one element per thread, scalar loads (the seed's starting point).
-//   vector: the seed's scale4: 16-byte packs, four in flight per thread, grid-stride.
+// The host side of scale.cuh's kernels: the checks, the dispatch on dtype and config, and the
+// launches on the current PyTorch stream, registered under torch.ops.harness_cuda.
 #include <torch/library.h>
 
-#include "elementwise.cuh"
+#include "host.cuh"
+#include "scale.cuh"
 
 namespace {
-
-struct Times {
-    float a;
-    template <typename T> __device__ __forceinline__ T operator()(T v) const {
-        return hk::from_f32<T>(a * hk::to_f32(v));
-    }
-};
 
 void scale(const at::Tensor& x, double a, const at::Tensor& out, bool naive, int64_t threads, int64_t blocks) {
     hk::check_cuda(x, "scale: x");
@@ -21,7 +14,7 @@ void scale(const at::Tensor& x, double a, const at::Tensor& out, bool naive, int
     hk::check_launch(threads, blocks);
     HK_DISPATCH(x.scalar_type(), "scale", [&] {
         hk::launch_elementwise(static_cast<const scalar_t*>(x.data_ptr()), static_cast<scalar_t*>(out.data_ptr()),
-                               x.numel(), naive, threads, blocks, Times{static_cast<float>(a)});
+                               x.numel(), naive, threads, blocks, hk::Times{static_cast<float>(a)});
     });
 }
 

@@ -1,8 +1,9 @@
 """CuPy softmax over the last dim; 2·R·C·s bytes.
   idiomatic:  ReductionKernels for each row's max and sum of exp(x - max), then an
               ElementwiseKernel for the output: three kernels, x read three times.
-  three_pass: rows.cuh, a group of threads per row, 16-byte packs: the max, the sum of exp,
-              the output, x read three times (the later reads mostly from L2).
+  three_pass: the CUDA extension's kernels (softmax.cuh) through NVRTC, a group of threads per
+              row, 16-byte packs: the max, the sum of exp, the output, x read three times (the
+              later reads mostly from L2).
   online:     the (max, sum) pair rescaled as the max grows, merged in the group's tree: x
               read twice.
   on_chip:    the row kept in registers: x read once.
@@ -24,17 +25,18 @@ def bind_idiomatic(x, out):
     return idiomatic.launcher(compute, {"x": x}, out, "2 ReductionKernels + ElementwiseKernel")
 
 
-VARIANTS = {"three_pass": "false", "online": "true", "on_chip": "false"}
+VARIANTS = {"three_pass": "THREE_PASS", "online": "ONLINE", "on_chip": "ON_CHIP"}   # softmax.cuh's names
 
 
-def _register(variant: str, online: str):
+def _register(variant: str, code: str):
     @impl("softmax", "cupy", variant=variant)
     def bind(x, out):
         on_chip = variant == "on_chip"
-        return rows.row_launcher(("softmax", variant), f"softmax {variant}", "softmax_rows", (x, out), (), weights=0,
-                                 kept=on_chip, looped=not on_chip, extra=online)
+        return rows.row_launcher("softmax", ("softmax", variant), f"softmax {variant}",
+                                 f"hk::softmax_rows<{{T}}, {{P}}, hk::{code}, {{W}}>", (x, out), (), weights=0,
+                                 kept=on_chip, looped=not on_chip)
     return bind
 
 
-for _variant, _online in VARIANTS.items():
-    _register(_variant, _online)
+for _variant, _code in VARIANTS.items():
+    _register(_variant, _code)

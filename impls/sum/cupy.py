@@ -1,7 +1,7 @@
 """CuPy sum: one fp32 sum; reads N·s bytes.
   idiomatic: cupy.sum(x, dtype=float32) (CuPy takes CUB's device-wide reduction where it can);
              bf16, which cupy.sum cannot read, through a ReductionKernel over the 16-bit view.
-  two_pass:  reduce_1d.cuh: 16-byte packs, four in flight per thread, shuffle trees; partials,
+  two_pass:  the CUDA extension's (sum.cuh, reduce_1d.cuh) through NVRTC: 16-byte packs, four in flight per thread, shuffle trees; partials,
              then one block over them in a fixed order: the same bits every run.
   atomic:    the same reduction, one atomicAdd per block into an accumulator: one launch, bits
              vary run to run."""

@@ -1,28 +1,11 @@
-// sum: one fp32 sum of a 1-D tensor; reads N·s bytes.
-//   naive:    Harris's first reduction: one element per thread into shared memory, an
-//             interleaved tree (thread t adds t+s when t is a multiple of 2s: divergent
-//             warps, bank conflicts), a partial per block, and the same kernel again over
-//             the partials until one value is left. The seed's "5% of peak" reduction.
-//   two_pass, atomic: hk::launch_reduce_1d (reduce_1d.cuh): packs, shuffles, two levels.
+// The host side of sum.cuh's kernels: the checks, the dispatch on dtype and config, and the
+// launches on the current PyTorch stream, registered under torch.ops.harness_cuda.
 #include <torch/library.h>
 
-#include "reduce_1d.cuh"
+#include "host.cuh"
+#include "sum.cuh"
 
 namespace {
-
-template <typename T>
-__global__ void sum_naive_pass(const T* __restrict__ x, int64_t n, float* partials) {
-    extern __shared__ float s[];
-    const unsigned t = threadIdx.x;
-    const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + t;
-    s[t] = i < n ? hk::to_f32(x[i]) : 0.0f;
-    __syncthreads();
-    for (unsigned stride = 1; stride < blockDim.x; stride *= 2) {
-        if (t % (2 * stride) == 0) s[t] += s[t + stride];
-        __syncthreads();
-    }
-    if (t == 0) partials[blockIdx.x] = s[0];
-}
 
 // Passes of ceil(n / threads) blocks until one block is left, whose partial is the sum.
 // scratch holds every pass's partials one after another (naive_scratch in cuda.py).
@@ -45,7 +28,8 @@ void sum_naive(const at::Tensor& x, const at::Tensor& out, const at::Tensor& scr
     HK_DISPATCH(x.scalar_type(), "sum naive", [&] {
         const int64_t blocks = (n + threads - 1) / threads;
         float* dst = blocks == 1 ? out.data_ptr<float>() : partials;
-        sum_naive_pass<scalar_t><<<blocks, threads, shared, s>>>(static_cast<const scalar_t*>(x.data_ptr()), n, dst);
+        const auto* xp = static_cast<const scalar_t*>(x.data_ptr());
+        hk::sum_naive_pass<scalar_t><<<blocks, threads, shared, s>>>(xp, n, dst);
         C10_CUDA_KERNEL_LAUNCH_CHECK();
         n = blocks;
     });
@@ -53,7 +37,7 @@ void sum_naive(const at::Tensor& x, const at::Tensor& out, const at::Tensor& scr
     while (n > 1) {
         const int64_t blocks = (n + threads - 1) / threads;
         float* dst = blocks == 1 ? out.data_ptr<float>() : const_cast<float*>(src) + n;
-        sum_naive_pass<float><<<blocks, threads, shared, s>>>(src, n, dst);
+        hk::sum_naive_pass<float><<<blocks, threads, shared, s>>>(src, n, dst);
         C10_CUDA_KERNEL_LAUNCH_CHECK();
         src = dst;
         n = blocks;

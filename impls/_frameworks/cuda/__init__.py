@@ -2,9 +2,10 @@
 (build: once per machine and source hash, cached), launched through ``torch.ops.harness_cuda``
 on the current PyTorch stream, their launch configurations chosen by harness.tuner (launch).
 
-Modules: build (the library), launch (grids and the tuned 1-D launchers); the device helpers
-all kernels share are in common.cuh (fp32 conversions, 16-byte packs, warp and block
-reductions), elementwise.cuh and reduce_1d.cuh."""
+Modules: build (the library), launch (grids and the tuned 1-D launchers), rows (the row
+kernels' configs); the device helpers all kernels share are in device.cuh (fp32 conversions,
+16-byte packs, warp and block reductions), elementwise.cuh, reduce_1d.cuh and rows.cuh, torch-free
+so that CuPy's raw variants compile them too; host.cuh is the extension's host side."""
 from harness.registry import OURS, Framework
 
 

@@ -59,7 +59,8 @@ def sources() -> list[Path]:
 
 
 def headers() -> list[Path]:
-    return sorted(HERE.glob("*.cuh"))
+    """The shared headers here and each op's kernels header (impls/<op>/<op>.cuh)."""
+    return sorted(HERE.glob("*.cuh")) + sorted(IMPLS.glob("*/*.cuh"))
 
 
 def arch() -> str:

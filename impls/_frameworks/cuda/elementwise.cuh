@@ -7,7 +7,7 @@
 //           boundary differ (no pack of one is aligned when the other's is).
 #pragma once
 
-#include "common.cuh"
+#include "device.cuh"
 
 namespace hk {
 
@@ -59,23 +59,5 @@ __global__ void elementwise_scalar(const T* __restrict__ x, T* __restrict__ y, i
 }
 
 constexpr int ELEMENTWISE_UNROLL = 4;   // the seed's four independent 16-byte loads per thread
-
-// One launch of f over x into y on the current stream, error-checked. naive: ceil(n /
-// threads) blocks, ``blocks`` ignored; otherwise the grid-stride kernels on ``blocks``.
-template <typename T, typename F>
-void launch_elementwise(const T* x, T* y, int64_t n, bool naive, int64_t threads, int64_t blocks, F f) {
-    if (n == 0) return;
-    const auto s = stream();
-    if (naive) {
-        elementwise_naive<<<static_cast<unsigned>((n + threads - 1) / threads), threads, 0, s>>>(x, y, n, f);
-    } else if (reinterpret_cast<uintptr_t>(x) % 16 == reinterpret_cast<uintptr_t>(y) % 16) {
-        const int64_t head = head_elements(x, n);
-        const int64_t packs = (n - head) / Pack<T>::N;
-        elementwise_vector<T, ELEMENTWISE_UNROLL><<<blocks, threads, 0, s>>>(x, y, head, packs, n, f);
-    } else {
-        elementwise_scalar<T, ELEMENTWISE_UNROLL><<<blocks, threads, 0, s>>>(x, y, n, f);
-    }
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-}
 
 }  // namespace hk

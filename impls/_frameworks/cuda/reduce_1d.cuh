@@ -9,7 +9,7 @@
 //             sum the order of the additions, and so its bits, change from run to run.
 #pragma once
 
-#include "common.cuh"
+#include "device.cuh"
 
 namespace hk {
 
@@ -99,38 +99,5 @@ __global__ void reduce_atomic(const T* __restrict__ x, int64_t head, int64_t pac
 }
 
 constexpr int FINISH_THREADS = 1024;
-
-// One launch (atomic) or two (two_pass) on the current stream, each error-checked.
-// scratch: fp32, at least ``blocks`` elements for two_pass; two zeroed words (the
-// accumulator, then the ticket counter) for atomic, which every launch leaves zeroed.
-template <typename Op, typename Atomic>
-void launch_reduce_1d(const at::Tensor& x, const at::Tensor& out, const at::Tensor& scratch, bool atomic,
-                      int64_t threads, int64_t blocks, const char* name) {
-    check_cuda(x, name);
-    check_cuda(out, name);
-    check_cuda(scratch, name);
-    check_launch(threads, blocks);
-    TORCH_CHECK(out.scalar_type() == at::kFloat && out.numel() == 1, name, ": out must be one float32");
-    TORCH_CHECK(scratch.scalar_type() == at::kFloat, name, ": scratch must be float32");
-    TORCH_CHECK(scratch.numel() >= (atomic ? 2 : blocks), name, ": scratch holds ", scratch.numel(),
-                " floats; it needs ", atomic ? 2 : blocks);
-    TORCH_CHECK(x.numel() > 0, name, ": x is empty");
-    const auto s = stream();
-    float* work = scratch.data_ptr<float>();
-    HK_DISPATCH(x.scalar_type(), name, [&] {
-        const auto* p = static_cast<const scalar_t*>(x.data_ptr());
-        const int64_t n = x.numel(), head = head_elements(p, n), packs = (n - head) / Pack<scalar_t>::N;
-        if (atomic) {
-            reduce_atomic<scalar_t, Op, Atomic><<<blocks, threads, 0, s>>>(
-                p, head, packs, n, work, reinterpret_cast<unsigned*>(work + 1), out.data_ptr<float>());
-            C10_CUDA_KERNEL_LAUNCH_CHECK();
-        } else {
-            reduce_partials<scalar_t, Op><<<blocks, threads, 0, s>>>(p, head, packs, n, work);
-            C10_CUDA_KERNEL_LAUNCH_CHECK();
-            reduce_finish<Op><<<1, FINISH_THREADS, 0, s>>>(work, blocks, out.data_ptr<float>());
-            C10_CUDA_KERNEL_LAUNCH_CHECK();
-        }
-    });
-}
 
 }  // namespace hk

@@ -12,9 +12,7 @@
 // a row's bits are the same in any batch.
 #pragma once
 
-#include <initializer_list>
-
-#include "common.cuh"
+#include "device.cuh"
 
 namespace hk {
 
@@ -243,59 +241,6 @@ __host__ __device__ constexpr int operand_packs(int P, int operands) { return P 
 // registers: 1024 threads get 64 each, 512 get 128). Unbounded on sm_90, the looped kernels
 // took 66-96 registers and the kernels keeping 4 or 8 packs up to 153: 1024-thread blocks of
 // them failed to launch. rows.py's MAX_THREADS is the same table.
-constexpr int max_threads(int packs) { return packs == 1 || packs == 2 ? 1024 : 512; }
-
-// The threads of a block and the rows each block holds, checked on the host.
-inline void check_rows(int64_t rows, int64_t cols, int64_t group, int64_t threads, int64_t packs_kept, int64_t n,
-                       const char* name) {
-    TORCH_CHECK(group >= 4 && group <= 1024 && (group & (group - 1)) == 0, name,
-                ": threads per row must be a power of two from 4 to 1024, got ", group);
-    TORCH_CHECK(threads >= group && threads <= 1024 && threads % group == 0 && threads % 32 == 0, name,
-                ": threads per block must be a multiple of 32 and of the row's ", group, " threads, at most 1024; got ",
-                threads);
-    TORCH_CHECK(threads <= max_threads(static_cast<int>(packs_kept)), name, ": a row kernel keeping ", packs_kept,
-                " packs a thread runs blocks of at most ", max_threads(static_cast<int>(packs_kept)), " threads, got ",
-                threads);
-    TORCH_CHECK(cols >= 1 && cols <= 2147483647, name, ": rows of ", cols, " elements are not supported");
-    const int64_t packs = (cols + n - 1) / n;
-    TORCH_CHECK(packs_kept == 0 || packs_kept * group >= packs, name, ": ", packs_kept, " packs of ", n,
-                " elements per thread on ", group, " threads hold ", packs_kept * group * n, " of a row's ", cols,
-                " elements");
-    TORCH_CHECK(rows >= 1, name, ": no rows");
-}
-
-inline unsigned row_blocks(int64_t rows, int64_t group, int64_t threads) {
-    const int64_t per_block = threads / group;
-    return static_cast<unsigned>((rows + per_block - 1) / per_block);
-}
-
-// Whether every row of every operand starts on a 16-byte boundary and holds whole packs of
-// n elements (the kernels' W): cols a multiple of n and every base pointer aligned.
-inline bool whole_rows(int64_t cols, int64_t n, std::initializer_list<const void*> bases) {
-    if (cols % n != 0) return false;
-    for (const void* b : bases)
-        if (reinterpret_cast<uintptr_t>(b) % 16 != 0) return false;
-    return true;
-}
-
-// Dispatch on whole_rows' answer to a body that uses the constant `W`.
-#define HK_DISPATCH_WHOLE(whole, ...)                                                              \
-    [&] {                                                                                          \
-        if (whole) { constexpr bool W = true; return __VA_ARGS__(); }                              \
-        constexpr bool W = false; return __VA_ARGS__();                                            \
-    }()
-
-// Dispatch on the packs a thread keeps (0, 1, 2, 4, 8) to a body that uses the constant `P`.
-#define HK_DISPATCH_PACKS(packs, name, ...)                                                        \
-    [&] {                                                                                          \
-        switch (packs) {                                                                           \
-            case 0: { constexpr int P = 0; return __VA_ARGS__(); }                                 \
-            case 1: { constexpr int P = 1; return __VA_ARGS__(); }                                 \
-            case 2: { constexpr int P = 2; return __VA_ARGS__(); }                                 \
-            case 4: { constexpr int P = 4; return __VA_ARGS__(); }                                 \
-            case 8: { constexpr int P = 8; return __VA_ARGS__(); }                                 \
-            default: TORCH_CHECK(false, name, ": packs kept per thread must be 0, 1, 2, 4 or 8, got ", packs); \
-        }                                                                                          \
-    }()
+__host__ __device__ constexpr int max_threads(int packs) { return packs == 1 || packs == 2 ? 1024 : 512; }
 
 }  // namespace hk

@@ -5,10 +5,11 @@ packs each thread keeps in registers, 0 to read the row again from L2; ``threads
 block, so a block holds threads / group rows). Only ``group`` decides a row's bits; packs
 and threads are bit-neutral (rows.cuh), and the tuner checks that by digest. The bits are
 chosen once per (op, variant, row length, dtype), on the tuner's scratch problems, whatever
-the batch: batch invariance."""
+the batch: batch invariance. CuPy's raw variants run the same kernels with the same configs
+(choose_for, check)."""
 from harness import tuner
 from impls._frameworks._launch import configured
-from impls._frameworks.cuda.launch import fingerprint
+from impls._frameworks.cuda import launch
 
 NEUTRAL = ("packs", "threads")
 MAX_KEPT = 8            # packs a thread keeps in registers: 32 registers of data
@@ -47,22 +48,52 @@ def unrunnable() -> tuple:
     return (getattr(torch, "AcceleratorError", RuntimeError),)
 
 
-def choose(key: tuple, label: str, cols: int, dtype, device, rows: int, scratch, bind, kept: bool = True,
-           looped: bool = True) -> tuple[dict, dict]:
+def check(rows: int, cols: int, config: dict, itemsize: int, label: str) -> None:
+    """host.cuh's check_rows, for a launcher that does not go through the extension: the error
+    a bad batch or config gets before any launch."""
+    group, threads, packs_kept = config["group"], config["threads"], config["packs"]
+    if not (4 <= group <= 1024 and group & (group - 1) == 0):
+        raise ValueError(f"{label}: threads per row must be a power of two from 4 to 1024, got {group}")
+    if not (group <= threads <= min(1024, MAX_THREADS.get(packs_kept, 0)) and threads % group == 0
+            and threads % 32 == 0):
+        raise ValueError(f"{label}: {threads} threads a block do not fit a kernel keeping {packs_kept} packs "
+                         f"(a multiple of 32 and of the row's {group} threads, at most "
+                         f"{MAX_THREADS.get(packs_kept, 'none: packs must be 0, 1, 2, 4 or 8')})")
+    if not 1 <= cols <= 2 ** 31 - 1:
+        raise ValueError(f"{label}: rows of {cols} elements are not supported (1 to 2^31 - 1)")
+    n = 16 // itemsize
+    if packs_kept and packs_kept * group < -(-cols // n):
+        raise ValueError(f"{label}: {packs_kept} packs of {n} elements per thread on {group} threads hold "
+                         f"{packs_kept * group * n} of a row's {cols} elements")
+    if rows < 1:
+        raise ValueError(f"{label}: no rows")
+
+
+def choose_for(framework: str, title: str, fingerprint, unrunnable_errors: tuple, key: tuple, label: str, cols: int,
+               dtype, device, rows: int, scratch, bind, kept: bool = True, looped: bool = True) -> tuple[dict, dict]:
     """(config, tuning table) for a batch of ``rows``: the bits once per ``key`` (tune_rows),
     then the batch's own config of those bits (for_batch). ``scratch(rows)``: arguments for a
-    batch (the output last); ``bind(config, args, rows)``: a launcher."""
+    batch (the output last); ``bind(config, args, rows)``: a launcher. ``framework`` starts the
+    tuner's key (each framework's build of these kernels keeps its own choice), ``title`` its
+    label; ``fingerprint(space)`` what the choice depends on besides."""
     space = configs(cols, dtype.itemsize, kept, looped)
     if not space:
-        raise ValueError(f"{label}: no config holds a row of {cols} elements "
+        raise ValueError(f"{title} {label}: no config holds a row of {cols} elements "
                          f"({'in registers' if not looped else 'at all'})")
-    key = ("cuda", *key, cols, str(dtype))
-    row_space = tuner.RowSpace(label=f"CUDA {label} for {cols}-column rows ({str(dtype).replace('torch.', '')})",
+    key = (framework, *key, cols, str(dtype))
+    row_space = tuner.RowSpace(label=f"{title} {label} for {cols}-column rows ({str(dtype).replace('torch.', '')})",
                                cols=cols, shapes=space, scratch=scratch, bind=bind, row_bytes=cols * dtype.itemsize,
                                neutral=NEUTRAL, fingerprint=fingerprint(space), device=device,
-                               unrunnable=unrunnable())
+                               unrunnable=unrunnable_errors)
     tuned = tuner.tune_rows(key, row_space)
     return tuner.for_batch(tuned, key, rows, row_space)
+
+
+def choose(key: tuple, label: str, cols: int, dtype, device, rows: int, scratch, bind, kept: bool = True,
+           looped: bool = True) -> tuple[dict, dict]:
+    """choose_for the CUDA extension's build of the row kernels."""
+    return choose_for("cuda", "CUDA", launch.fingerprint, unrunnable(), key, label, cols, dtype, device, rows,
+                      scratch, bind, kept, looped)
 
 
 def row_launcher(key: tuple, label: str, inputs: tuple, scratch, bind, kept: bool = True, looped: bool = True):

@@ -6,18 +6,19 @@
   over the rows, then an ElementwiseKernel that broadcasts them. LayerNorm's ``naive``
   negative control is written this way too.
 - the catalogue's variant names (``two_pass``, ``atomic``, ``three_pass``, ``online``,
-  ``on_chip``, ``welford``, ``fused``, ``unfused``) and ``raw`` (ops with no variants): RawModule
-  kernels (the .cuh files here) written for bandwidth: 16-byte packs, several loads in flight,
-  grid-stride loops, warp-shuffle and block reductions, their launch configurations chosen by
-  harness.tuner.
+  ``on_chip``, ``welford``, ``fused``, ``unfused``) and ``raw`` (ops with no variants): the CUDA
+  extension's own kernels (impls/<op>/<op>.cuh and the device headers of ../cuda/), compiled by
+  NVRTC through cupy.RawModule and launched by CuPy with the CUDA framework's configs, tuned for
+  this build: how fast CuPy can be made, beside how fast its idiomatic way is.
 
 Every launch runs on the current PyTorch stream, on zero-copy DLPack views of the harness's
-tensors (interop); bf16 travels as a 16-bit integer view that the kernels convert by hand.
-Kernels are compiled in ``bind`` (kernels.py; NVRTC, kept on disk by CuPy), never in a launch.
+tensors (interop); bf16 travels as an int16 view, whose bits the raw kernels read as
+__nv_bfloat16 and the idiomatic ones convert by hand. Kernels are compiled in ``bind``
+(kernels.py; NVRTC, kept on disk by CuPy), never in a launch.
 
 Modules: interop (views, stream, CuPy's allocations through PyTorch's allocator), kernels (the
-raw sources, compiled), launch (grids, the tuned 1-D launchers), rows (the row kernels' configs
-through the tuner's row search), idiomatic (the ElementwiseKernel/ReductionKernel helpers)."""
+raw variants' sources and their compile), launch (the 1-D kernels' launchers), rows (the row
+kernels' launchers), idiomatic (the ElementwiseKernel/ReductionKernel helpers)."""
 from harness.registry import OURS, Framework
 
 
@@ -28,7 +29,7 @@ class CuPy(Framework):
     def unusable(self, device):
         if device.type != "cuda":
             return ("CuPy runs on an NVIDIA GPU only (on a CPU the tests import these modules and compile the "
-                    "raw kernels' sources with nvcc, without running them)")
+                    "raw kernels' sources with NVRTC, without running them)")
         try:
             import cupy
         except Exception as e:  # noqa: BLE001 - a missing or broken install is the same answer

@@ -27,7 +27,7 @@ template <> __device__ __forceinline__ short st<short>(float f) {
     u += 0x7fffu + ((u >> 16) & 1u);
     return static_cast<short>(u >> 16);
 }
-// silu with the large-negative branch of common.cuh (n / (1 + exp(-n)) turns -0 below -88.7)
+// silu with the large-negative branch of rmsnorm_silu_mul_add.cuh (n / (1 + exp(-n)) turns -0 below -88.7)
 __device__ __forceinline__ float silu(float n) { return n < -80.0f ? -expf(n + logf(-n)) : n / (1.0f + expf(-n)); }
 __device__ __forceinline__ float nanmax(float a, float b) { return a != a ? a : (b != b ? b : (a >= b ? a : b)); }
 """

@@ -86,12 +86,3 @@ def views(*tensors: torch.Tensor):
             raise ValueError(f"the CuPy raw kernels take contiguous tensors; got a {tuple(t.shape)} tensor with "
                              f"strides {t.stride()}: pass t.contiguous()")
     return tuple(view(t) for t in tensors)
-
-
-def aligned(*tensors: torch.Tensor, cols: int | None = None) -> bool:
-    """Whether 16-byte packs cover the tensors: every pointer 16-byte aligned and, for row
-    kernels, each row a whole number of packs (so every row starts aligned too)."""
-    ok = all(t.data_ptr() % 16 == 0 for t in tensors)
-    if cols is not None:
-        ok = ok and (cols * tensors[0].element_size()) % 16 == 0
-    return ok

@@ -1,32 +1,23 @@
-"""Launching the raw 1-D kernels (elementwise.cuh, reduce_1d.cuh): grids, the tuned configs.
+"""Launching the raw variants' 1-D kernels (the CUDA extension's elementwise.cuh and
+reduce_1d.cuh, compiled by kernels.py) with the CUDA framework's grids (cuda/launch.py), the
+config tuned for CuPy's own build, on the current PyTorch stream.
 
-A config is (threads per block, blocks per SM); ``per_sm`` 0 means enough blocks for one pass
-over the data (no grid-stride loop). The kernels take the config at launch, so trying one
-costs a timing, not a compile. Every launcher reads the current PyTorch stream when called."""
+Each launcher passes exactly the arguments its kernel declares, host.cuh's launchers being the
+model: pointers as the tensors' CuPy views, ``int64_t`` as numpy.int64, ``int`` as numpy.int32,
+``float`` as numpy.float32, and a functor by value as the bytes of its members (copy's empty
+Identity: one byte; scale's Times: its float). tests/test_cupy.py checks each against the
+kernel's signature as NVRTC compiles it."""
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from harness import tuner
-from impls._frameworks._launch import configured
+from impls._frameworks import _launch
+from impls._frameworks._launch import CANDIDATES
+from impls._frameworks.cuda.launch import blocks_for
 from impls._frameworks.cupy import interop, kernels
 
-UNROLL = 4   # common.cuh: packs in flight per thread
-CANDIDATES = [dict(threads=t, per_sm=p) for t, p in ((256, 4), (256, 8), (512, 2), (512, 4), (1024, 1), (1024, 2),
-                                                     (256, 0), (512, 0))]
-
-
-def sm_count(device) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
-def blocks_for(n: int, itemsize: int, config: dict, device) -> int:
-    """Blocks for ``n`` elements: each thread takes UNROLL 16-byte packs a step; capped at
-    ``per_sm`` blocks per SM unless per_sm is 0."""
-    per_thread = UNROLL * (16 // itemsize)
-    cover = max(1, -(-n // (config["threads"] * per_thread)))
-    return cover if config["per_sm"] == 0 else min(cover, config["per_sm"] * sm_count(device))
+FINISH_THREADS = 1024   # reduce_1d.cuh's FINISH_THREADS: reduce_finish's one block
 
 
 def fingerprint(space: list[dict]) -> dict:
@@ -34,17 +25,24 @@ def fingerprint(space: list[dict]) -> dict:
     return {"kernel": kernels.source_hash(), "space": space, "cupy": cupy.__version__}
 
 
+def unrunnable() -> tuple:
+    """A config the driver refuses (none here should be: the CUDA framework's spaces fit the
+    kernels' bounds): the tuner skips it."""
+    import cupy
+    return (cupy.cuda.driver.CUDADriverError,)
+
+
 def tuned(key: tuple, label: str, make, device, candidates: list[dict] = CANDIDATES):
-    """The launcher ``make(config)`` builds for the config the tuner finds fastest for ``key``
-    (which starts with "cupy": another framework's kernel of the same op and size must not
-    take this one's config), with the config and the tuner's table attached."""
-    choice = tuner.tune(key, candidates, make, f"CuPy {label}", fingerprint(candidates), device)
-    launch = make(choice.config)
-    return configured(launch, {**choice.config, **getattr(launch, "grid", {})}, choice.table)
+    """_launch.tuned for CuPy's build of the kernels (``key`` starts with "cupy")."""
+    return _launch.tuned(("cupy", *key), f"CuPy {label}", make, device, fingerprint(candidates), candidates,
+                         unrunnable=unrunnable())
 
 
 def raw_launcher(kernel, grid: int, block: int, args: tuple, **grid_info):
-    """A launcher of a compiled kernel on the current PyTorch stream, its grid attached."""
+    """A launcher of a compiled kernel on the stream current when it is called, its grid attached."""
+    if not 1 <= grid <= 2 ** 31 - 1:
+        raise ValueError(f"a grid of {grid} blocks cannot launch (1 to 2^31 - 1)")
+
     def launch():
         kernel((grid,), (block,), args, stream=interop.stream())
     launch.grid = {"blocks": grid, **grid_info}
@@ -55,59 +53,89 @@ def i64(v: int):
     return np.int64(v)
 
 
+def i32(v: int):
+    if not -2 ** 31 <= v < 2 ** 31:
+        raise ValueError(f"{v} does not fit the kernel's 32-bit int")
+    return np.int32(v)
+
+
 def f32(v: float):
     return np.float32(v)
 
 
-def i32(v: int):
-    return np.int32(v)
+def head_elements(t: torch.Tensor) -> int:
+    """host.cuh's head_elements: t's elements before its first 16-byte boundary."""
+    misalign = t.data_ptr() % 16
+    return min(0 if misalign == 0 else (16 - misalign) // t.element_size(), t.numel())
 
 
-# --- the 1-D kernels' launchers ---------------------------------------------------------
+def pack_size(dtype: torch.dtype) -> int:
+    return 16 // dtype.itemsize
 
-ELEMENTWISE = {"copy": 0, "scale": 1, "silu": 2, "mul": 3, "add": 4}   # elementwise.cuh's Elementwise
 
+# --- elementwise.cuh (host.cuh's launch_elementwise) --------------------------------------------
 
-def elementwise(op: str, a: torch.Tensor, out: torch.Tensor, b: torch.Tensor | None = None, scale: float = 0.0):
-    """The tuned launcher of elementwise.cuh's ``op``: out = op(a[, b])."""
-    n = a.numel()
-    kernel = kernels.function("elementwise.cuh", f"elementwise<{kernels.TYPES[a.dtype]}, {ELEMENTWISE[op]}>")
-    args = interop.views(a, b if b is not None else a, out)
-    vec = interop.aligned(a, out, *(() if b is None else (b,)))
+def elementwise(op: str, functor: str, functor_bytes, x: torch.Tensor, out: torch.Tensor):
+    """The tuned launcher of ``op``'s elementwise kernel with ``functor`` (a C++ type of hk,
+    passed by value as ``functor_bytes``): the vector kernel where x and out are as far from a
+    16-byte boundary (their packs line up), else the scalar one."""
+    n = x.numel()   # 0 launches one block that does nothing, where host.cuh launches none
+    vector = x.data_ptr() % 16 == out.data_ptr() % 16
+    kind = "vector" if vector else "scalar"
+    name = f"hk::elementwise_{kind}<{kernels.TYPES[x.dtype]}, hk::ELEMENTWISE_UNROLL, hk::{functor}>"
+    kernel = kernels.functions(op, [name])[name]
+    xs, ys = interop.views(x, out)
+    if vector:
+        head = head_elements(x)
+        shape = (i64(head), i64((n - head) // pack_size(x.dtype)), i64(n))
+    else:
+        shape = (i64(n),)
 
     def make(config):
-        blocks = blocks_for(n, a.element_size(), config, a.device)
-        return raw_launcher(kernel, blocks, config["threads"], (*args, i64(n), f32(scale), i32(int(vec))),
-                            vec=vec)
-    return tuned(("cupy", "elementwise", op, a.dtype, n, vec), f"{op} {a.dtype} {n}", make, a.device)
+        blocks = blocks_for(n, x.element_size(), config, x.device)
+        return raw_launcher(kernel, blocks, config["threads"], (xs, ys, *shape, functor_bytes), path=kind)
+    return tuned((op, x.dtype, n, kind), f"{op} {x.dtype} {n}", make, x.device)
 
 
-def reduce_1d(kind: str, variant: str, x: torch.Tensor, out: torch.Tensor):
-    """The tuned launcher of reduce_1d.cuh for ``kind`` (sum, max) and ``variant`` (two_pass:
-    partials, then reduce_partials in one block; atomic: one launch). Scratch is allocated
-    here, per config: partials, or the accumulator and ticket every launch leaves zeroed (so
-    two launches of one binding must not overlap: they run in stream order)."""
-    n, is_max, atomic = x.numel(), "true" if kind == "max" else "false", variant == "atomic"
-    first = kernels.function("reduce_1d.cuh", f"reduce_1d<{kernels.TYPES[x.dtype]}, {is_max}, "
-                                               f"{'true' if atomic else 'false'}>")
-    second = None if atomic else kernels.function("reduce_1d.cuh", f"reduce_partials<{is_max}>")
+# --- reduce_1d.cuh (host.cuh's launch_reduce_1d) ------------------------------------------------
+
+REDUCTIONS = {"sum": ("hk::Add", "hk::AtomicAdd"), "max": ("hk::MaxNan", "hk::AtomicMaxNan")}
+
+
+def reduce_1d(op: str, variant: str, x: torch.Tensor, out: torch.Tensor):
+    """The tuned launcher of ``op``'s (sum, max) 1-D reduction: two_pass, a partial per block
+    then reduce_finish in one block; atomic, one launch combining into an accumulator and a
+    ticket counter that every launch leaves zeroed (so two launches of one binding must not
+    overlap: they run in stream order). Scratch is allocated here, per config."""
+    combine, atomic_combine = REDUCTIONS[op]
+    n, atomic = x.numel(), variant == "atomic"
+    if n == 0:
+        raise ValueError(f"CuPy {op}: x is empty")
+    if out.dtype != torch.float32 or out.numel() != 1:
+        raise ValueError(f"CuPy {op}: out must be one float32, got {out.dtype} of {out.numel()} elements")
+    t = kernels.TYPES[x.dtype]
+    first = (f"hk::reduce_atomic<{t}, {combine}, {atomic_combine}>" if atomic
+             else f"hk::reduce_partials<{t}, {combine}>")
+    finish = f"hk::reduce_finish<{combine}>"
+    compiled = kernels.functions(op, [first] if atomic else [first, finish])
     xs, ys = interop.views(x, out)
-    vec = interop.aligned(x)
+    head = head_elements(x)
+    shape = (i64(head), i64((n - head) // pack_size(x.dtype)), i64(n))
 
     def make(config):
         threads, blocks = config["threads"], blocks_for(n, x.element_size(), config, x.device)
         scratch = torch.zeros(2 if atomic else blocks, dtype=torch.float32, device=x.device)
-        partials = interop.view(scratch)
-        pass_one = raw_launcher(first, blocks, threads, (xs, i64(n), i32(int(vec)), partials, ys))
-        if atomic:
-            launch = pass_one
+        work = interop.view(scratch)
+        if atomic:   # the accumulator, then the ticket counter (an unsigned in the kernel)
+            launch = raw_launcher(compiled[first], blocks, threads, (xs, *shape, work, work[1:], ys))
         else:
-            pass_two = raw_launcher(second, 1, 1024, (partials, i32(blocks), ys))
+            partials = raw_launcher(compiled[first], blocks, threads, (xs, *shape, work))
+            total = raw_launcher(compiled[finish], 1, FINISH_THREADS, (work, i64(blocks), ys))
 
             def launch():
-                pass_one()
-                pass_two()
+                partials()
+                total()
         launch.scratch = scratch   # alive as long as the launcher
-        launch.grid = {"blocks": blocks, "vec": vec}
+        launch.grid = {"blocks": blocks}
         return launch
-    return tuned(("cupy", kind, variant, x.dtype, n, vec), f"{kind} {variant} {x.dtype} {n}", make, x.device)
+    return tuned((op, variant, x.dtype, n), f"{op} {variant} {x.dtype} {n}", make, x.device)

@@ -7,8 +7,8 @@ step, their loads issued before any is used, in a grid-stride loop. A config is 
 one compiled kernel serves them all, so trying a config costs a timing, not a build.
 Under the simulator nothing is timed: one small config, so that a block's Python threads
 stay few, with several blocks and grid-stride steps on the tests' sizes."""
-from harness import tuner
-from impls._frameworks._launch import configured
+from impls._frameworks import _launch
+from impls._frameworks._launch import CANDIDATES, configured, with_grid  # noqa: F401 - the Numba impls' names
 from impls._frameworks.numba import cachedir
 from impls._frameworks.numba.runtime import SIMULATED, TooManyThreads, sm_count
 
@@ -17,14 +17,9 @@ CHUNKS = 4          # chunks a step: 32 bytes of a 16-bit type, 64 of fp32, load
 SIM_CONFIG = dict(threads=64, per_sm=2)
 SIM_SMS = 2         # the simulator's pretend SMs: a grid of 4 blocks of 64 threads
 
-CANDIDATES = [dict(threads=t, per_sm=p) for t, p in ((256, 4), (256, 8), (512, 2), (512, 4), (1024, 1), (1024, 2),
-                                                     (256, 0), (512, 0))]
-
 
 def blocks_for(n: int, config: dict, device) -> int:
-    cover = max(1, -(-n // (config["threads"] * UNROLL)))
-    sms = SIM_SMS if SIMULATED else sm_count(device)
-    return cover if config["per_sm"] == 0 else min(cover, config["per_sm"] * sms)
+    return _launch.blocks_for(n, UNROLL, config, SIM_SMS if SIMULATED else sm_count(device))
 
 
 def fingerprint(space: list[dict]) -> dict:
@@ -39,14 +34,6 @@ def tuned(key, label: str, make, device, candidates: list[dict] = CANDIDATES):
     if SIMULATED:
         launch = make(SIM_CONFIG)
         return configured(launch, {**SIM_CONFIG, **getattr(launch, "grid", {}), "simulated": True})
-    choice = tuner.tune(key, candidates, make, f"Numba {label}", fingerprint(candidates), device,
-                        unrunnable=(TooManyThreads,))
-    launch = make(choice.config)
-    return configured(launch, {**choice.config, **getattr(launch, "grid", {})}, choice.table)
-
-
-def with_grid(launch, **grid):
-    """A launcher carrying the grid it resolved, for the record's config."""
-    launch.grid = grid
-    return launch
+    return _launch.tuned(key, f"Numba {label}", make, device, fingerprint(candidates), candidates,
+                         unrunnable=(TooManyThreads,))
 

@@ -1,21 +1,31 @@
-// Device helpers shared by every op's CUDA kernels: fp32 conversions, 16-byte packs,
-// warp and block reductions, launch checks. Every op computes in fp32 and rounds once into
-// the output's dtype; x is read as float, __nv_bfloat16 or __half.
+// Device helpers shared by every op's CUDA kernels: fp32 conversions, 16-byte packs, warp and
+// block reductions. Every op computes in fp32 and rounds once into the output's dtype; x is
+// read as float, __nv_bfloat16 or __half.
+//
+// This header, the kernel headers beside it (elementwise.cuh, reduce_1d.cuh, rows.cuh) and each
+// op's impls/<op>/<op>.cuh are device code only and name nothing of PyTorch: the CUDA extension
+// compiles them with nvcc, and CuPy's raw variants compile the same text with NVRTC, which
+// accepts no host function and has no C++ standard library. So: every function here is
+// __device__ (or __host__ __device__ constexpr), and the only headers are the toolkit's fp16/bf16
+// ones and libcu++'s cuda/std (nvcc's include path has both, and so has CuPy's). The host side
+// (torch's checks, the dispatch, the launches) is host.cuh.
 #pragma once
 
-#include <cstdint>
-#include <type_traits>
+#include <cuda/std/cstdint>
+#include <cuda/std/limits>
+#include <cuda/std/type_traits>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cuda_runtime.h>
-
-#include <ATen/core/Tensor.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAStream.h>
-#include <c10/util/Exception.h>
 
 namespace hk {
+
+using cuda::std::int64_t;
+using cuda::std::uint32_t;
+using cuda::std::uintptr_t;
+
+// +inf as a constant expression (NVRTC has no __builtin_huge_valf).
+constexpr float INF = cuda::std::numeric_limits<float>::infinity();
 
 // --- fp32 in, dtype out ------------------------------------------------------------------
 __device__ __forceinline__ float to_f32(float v) { return v; }
@@ -41,7 +51,7 @@ template <typename T> struct alignas(16) Pack {
             return __uint_as_float(w[e]);
         } else {
             const auto bits = static_cast<unsigned short>(w[e / 2] >> (16 * (e % 2)));
-            if constexpr (std::is_same_v<T, __half>) return __ushort_as_half(bits);
+            if constexpr (cuda::std::is_same_v<T, __half>) return __ushort_as_half(bits);
             else return __ushort_as_bfloat16(bits);
         }
     }
@@ -50,7 +60,7 @@ template <typename T> struct alignas(16) Pack {
             w[e] = __float_as_uint(v);
         } else {
             unsigned short bits;
-            if constexpr (std::is_same_v<T, __half>) bits = __half_as_ushort(v);
+            if constexpr (cuda::std::is_same_v<T, __half>) bits = __half_as_ushort(v);
             else bits = __bfloat16_as_ushort(v);
             const int shift = 16 * (e % 2);
             w[e / 2] = (w[e / 2] & ~(0xffffu << shift)) | (static_cast<uint32_t>(bits) << shift);
@@ -58,7 +68,7 @@ template <typename T> struct alignas(16) Pack {
     }
     // Element e as fp32.
     __device__ __forceinline__ float f32(int e) const {
-        if constexpr (std::is_same_v<T, __nv_bfloat16>)
+        if constexpr (cuda::std::is_same_v<T, __nv_bfloat16>)
             return __uint_as_float(e % 2 ? (w[e / 2] & 0xffff0000u) : (w[e / 2] << 16));
         else return to_f32(get(e));
     }
@@ -70,7 +80,7 @@ template <typename T> struct alignas(16) Pack {
         } else {
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
-                if constexpr (std::is_same_v<T, __half>) {
+                if constexpr (cuda::std::is_same_v<T, __half>) {
                     const __half2 h = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
                     w[i] = *reinterpret_cast<const uint32_t*>(&h);
                 } else {
@@ -90,14 +100,6 @@ template <typename T> __device__ __forceinline__ void store_pack(T* p, const Pac
     *reinterpret_cast<uint4*>(p) = make_uint4(v.w[0], v.w[1], v.w[2], v.w[3]);
 }
 
-// Elements before the first 16-byte boundary of p: a view at an odd element offset starts
-// with them, read one by one, then the packs.
-template <typename T> inline int64_t head_elements(const T* p, int64_t n) {
-    const auto misalign = static_cast<int64_t>(reinterpret_cast<uintptr_t>(p) % 16);
-    const int64_t head = misalign == 0 ? 0 : (16 - misalign) / static_cast<int64_t>(sizeof(T));
-    return head < n ? head : n;
-}
-
 // --- combines ---------------------------------------------------------------------------------
 struct Add {
     static constexpr float identity = 0.0f;
@@ -106,7 +108,7 @@ struct Add {
 
 // The maximum that keeps NaN: fmaxf (IEEE maxNum) would drop it.
 struct MaxNan {
-    static constexpr float identity = -__builtin_huge_valf();
+    static constexpr float identity = -INF;
     __device__ __forceinline__ float operator()(float a, float b) const {
         return (a != a) ? a : ((b != b || b > a) ? b : a);
     }
@@ -140,36 +142,4 @@ template <typename Op> __device__ __forceinline__ float block_reduce(float v, Op
     return v;
 }
 
-// --- host side --------------------------------------------------------------------------------
-inline cudaStream_t stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
-
-inline void check_cuda(const at::Tensor& t, const char* name) {
-    TORCH_CHECK(t.is_cuda(), name, " must be a CUDA tensor, got one on ", t.device());
-    TORCH_CHECK(t.is_contiguous(), name, " must be contiguous (a view with strides is not supported)");
-}
-
-inline void check_same(const at::Tensor& a, const at::Tensor& b, const char* what) {
-    TORCH_CHECK(a.scalar_type() == b.scalar_type(), what, ": dtypes differ (", a.scalar_type(), " and ",
-                b.scalar_type(), ")");
-    TORCH_CHECK(a.numel() == b.numel(), what, ": sizes differ (", a.numel(), " and ", b.numel(), ")");
-    TORCH_CHECK(a.device() == b.device(), what, ": devices differ");
-}
-
-inline void check_launch(int64_t threads, int64_t blocks) {
-    TORCH_CHECK(threads >= 32 && threads <= 1024 && threads % 32 == 0,
-                "threads per block must be a multiple of 32 from 32 to 1024, got ", threads);
-    TORCH_CHECK(blocks >= 1 && blocks <= 2147483647, "blocks must be from 1 to 2^31-1, got ", blocks);
-}
-
 }  // namespace hk
-
-// Dispatch on the tensor's dtype to a body that uses `scalar_t` (float, __nv_bfloat16, __half).
-#define HK_DISPATCH(dtype, name, ...)                                                            \
-    [&] {                                                                                        \
-        switch (dtype) {                                                                         \
-            case at::ScalarType::Float: { using scalar_t = float; return __VA_ARGS__(); }        \
-            case at::ScalarType::BFloat16: { using scalar_t = __nv_bfloat16; return __VA_ARGS__(); } \
-            case at::ScalarType::Half: { using scalar_t = __half; return __VA_ARGS__(); }        \
-            default: TORCH_CHECK(false, name, ": dtype ", dtype, " is not supported (float32, bfloat16, float16)"); \
-        }                                                                                        \
-    }()
