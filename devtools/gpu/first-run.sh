@@ -27,10 +27,10 @@ nvidia-smi --query-gpu=name,uuid,clocks.max.memory --format=csv | tee "$OUT/gpu.
 
 # 1-2. Cold (the op's cache emptied: roof, CUDA build, Numba and CuPy compiles, every tuning),
 #      then warm (the same cache). devtools/first-run writes one line per run.
-step cold 260 python3 devtools/first-run run "$OUT/first-run.jsonl" --ops rmsnorm --phases cold \
-  --cache "$HARNESS_CACHE" --limit 240
-step warm 140 python3 devtools/first-run run "$OUT/first-run.jsonl" --ops rmsnorm --phases warm \
-  --cache "$HARNESS_CACHE" --limit 125
+step cold $((${COLD_S:-240} + 20)) python3 devtools/first-run run "$OUT/first-run.jsonl" --ops rmsnorm --phases cold \
+  --cache "$HARNESS_CACHE" --limit ${COLD_S:-240}
+step warm $((${WARM_S:-125} + 15)) python3 devtools/first-run run "$OUT/first-run.jsonl" --ops rmsnorm --phases warm \
+  --cache "$HARNESS_CACHE" --limit ${WARM_S:-125}
 cp -r "$OUT"/first-run-runs/rmsnorm-cold/results.jsonl "$OUT/rmsnorm-cold.jsonl" 2>/dev/null
 cp -r "$OUT"/first-run-runs/rmsnorm-warm/results.jsonl "$OUT/rmsnorm-warm.jsonl" 2>/dev/null
 rm -rf "$OUT/first-run-runs/"*/plots   # the plots are redrawn from the JSONL (harness-report)
@@ -53,7 +53,7 @@ python3 devtools/first-run table "$OUT/first-run.jsonl" | tee "$OUT/first-run.md
 # 4. Exhaustive beside fast at the large cases, in the warm run's cache (entries are kept per search).
 LARGE=("op=rmsnorm" "impl=triton" "dtype=[fp32,bf16]" "shapes=[[32768,4096],[16384,8192],[8192,16384]]" tracking=none)
 export HARNESS_CACHE="$HARNESS_CACHE/rmsnorm"
-step exhaustive 75 python3 -m harness "${LARGE[@]}" tuning_search=exhaustive hydra.run.dir=/tmp/runs/exhaustive
+step exhaustive ${EXHAUSTIVE_S:-75} python3 -m harness "${LARGE[@]}" tuning_search=exhaustive hydra.run.dir=/tmp/runs/exhaustive
 step fast 25 python3 -m harness "${LARGE[@]}" tuning_search=fast hydra.run.dir=/tmp/runs/fast
 for run in exhaustive fast; do
   [ -f "/tmp/runs/$run/results.jsonl" ] && cp "/tmp/runs/$run/results.jsonl" "$OUT/large-$run.jsonl"
