@@ -43,7 +43,7 @@ def elementwise(params: str, out: str, body: str, name: str):
 @functools.cache
 def reduction(params: str, out: str, mapped: str, reduce: str, post: str, identity: str, name: str):
     import cupy
-    return cupy.ReductionKernel(params, out, mapped, reduce, post, identity, name, reduce_type="float32",
+    return cupy.ReductionKernel(params, out, mapped, reduce, post, identity, name, reduce_type="float",
                                 preamble=PREAMBLE)
 
 
