@@ -28,12 +28,12 @@ nvidia-smi --query-gpu=name,uuid,clocks.max.memory --format=csv | tee "$OUT/gpu.
 # 1-2. Cold (the op's cache emptied: roof, CUDA build, Numba and CuPy compiles, every tuning),
 #      then warm (the same cache). devtools/first-run writes one line per run.
 step cold $((${COLD_S:-240} + 20)) python3 devtools/first-run run "$OUT/first-run.jsonl" --ops rmsnorm --phases cold \
-  --cache "$HARNESS_CACHE" --limit ${COLD_S:-240}
+  --cache "$HARNESS_CACHE" --runs /tmp/first-run-runs --limit ${COLD_S:-240}
 step warm $((${WARM_S:-125} + 15)) python3 devtools/first-run run "$OUT/first-run.jsonl" --ops rmsnorm --phases warm \
-  --cache "$HARNESS_CACHE" --limit ${WARM_S:-125}
-cp -r "$OUT"/first-run-runs/rmsnorm-cold/results.jsonl "$OUT/rmsnorm-cold.jsonl" 2>/dev/null
-cp -r "$OUT"/first-run-runs/rmsnorm-warm/results.jsonl "$OUT/rmsnorm-warm.jsonl" 2>/dev/null
-rm -rf "$OUT/first-run-runs/"*/plots   # the plots are redrawn from the JSONL (harness-report)
+  --cache "$HARNESS_CACHE" --runs /tmp/first-run-runs --limit ${WARM_S:-125}
+# Only the JSONLs come back: the GPU machine returns a limited number of files from $OUT.
+cp /tmp/first-run-runs/rmsnorm-cold/results.jsonl "$OUT/rmsnorm-cold.jsonl" 2>/dev/null
+cp /tmp/first-run-runs/rmsnorm-warm/results.jsonl "$OUT/rmsnorm-warm.jsonl" 2>/dev/null
 
 # 3. Each tuning key's seconds (the cold run measured them all).
 python3 - "$OUT/first-run.jsonl" > "$OUT/tuning-seconds.txt" <<'PY'
