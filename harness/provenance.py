@@ -6,6 +6,7 @@ import os
 import platform
 import socket
 import subprocess
+import tempfile
 from pathlib import Path
 
 import torch
@@ -37,6 +38,24 @@ def git_state() -> tuple[str | None, bool | None]:
         return sha, bool(dirty)
     except (OSError, subprocess.SubprocessError):
         return None, None
+
+
+def source_tree() -> str | None:
+    """The git tree id of the checkout's files as they are (tracked and untracked, .gitignore
+    respected): what a commit of them would record. It names the sources a dirty checkout ran
+    (a GPU machine given a copy of a working tree reports an older HEAD, and "dirty"): equal to
+    ``git rev-parse <commit>^{tree}`` for the commit with the same files. Computed with a
+    throwaway index, so the checkout's own index is left as it is."""
+    if os.environ.get("HARNESS_GIT_TREE"):
+        return os.environ["HARNESS_GIT_TREE"]
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {**os.environ, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
+            subprocess.run(["git", "add", "-A", "."], cwd=REPO, env=env, capture_output=True, timeout=60, check=True)
+            return subprocess.run(["git", "write-tree"], cwd=REPO, env=env, capture_output=True, text=True,
+                                  timeout=10, check=True).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
 def _nvml(index: int) -> dict:
@@ -105,6 +124,7 @@ def collect(device: torch.device) -> dict:
         "torch_cuda": torch.version.cuda,
         "git_sha": sha,
         "git_dirty": dirty,
+        "git_tree": source_tree(),
         "container_image": os.environ.get("HARNESS_IMAGE") or ("unknown (in a container)"
                                                                if Path("/.dockerenv").exists() else None),
         "device": str(device),
