@@ -7,22 +7,7 @@
 # the medians each gave, minutes apart in one call (the no-loss rule: within 1%).
 # Everything lands under $OUT; about 8 minutes at most (each step has its own limit, and a
 # step cut by it keeps what it measured: devtools/first-run sends the harness a SIGINT).
-set -uo pipefail
-OUT=${OUT:?set OUT to the folder for the results}
-export HARNESS_CACHE=${HARNESS_CACHE:-/tmp/hc}
-mkdir -p "$OUT" "$HARNESS_CACHE"
-status=0
-step() {   # step NAME LIMIT_S COMMAND...: run it, log it, keep the worst exit status
-  local name=$1 limit=$2; shift 2
-  echo "== $name (limit ${limit}s): $*" | tee -a "$OUT/steps.log"
-  local began=$SECONDS
-  timeout --signal=INT --kill-after=30 "$limit" "$@" > "$OUT/$name.log" 2>&1
-  local rc=$?
-  echo "   exit $rc after $((SECONDS - began)) s" | tee -a "$OUT/steps.log"
-  tail -5 "$OUT/$name.log"
-  [ $rc -gt $status ] && status=$rc
-  return 0
-}
+source "$(dirname "$0")/steps.sh"
 nvidia-smi --query-gpu=name,uuid,clocks.max.memory --format=csv | tee "$OUT/gpu.txt"
 
 # 1-2. Cold (the op's cache emptied: roof, CUDA build, Numba and CuPy compiles, every tuning),

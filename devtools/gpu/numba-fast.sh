@@ -5,22 +5,7 @@
 # large sizes for every op, Numba beside CUDA (the same run's roof), bf16 and fp32.
 # Everything it writes is under $OUT; under 6 minutes (each step has its own limit, so a slow
 # one costs its own results only).
-set -uo pipefail
-OUT=${OUT:?set OUT to the folder for the results}
-export HARNESS_CACHE=${HARNESS_CACHE:-/tmp/hc}
-mkdir -p "$OUT" "$HARNESS_CACHE"
-status=0
-step() {   # step NAME LIMIT_S COMMAND...: run it, log it, keep the worst exit status
-  local name=$1 limit=$2; shift 2
-  echo "== $name (limit ${limit}s): $*" | tee -a "$OUT/steps.log"
-  local began=$SECONDS
-  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
-  local rc=$?
-  echo "   exit $rc after $((SECONDS - began)) s" | tee -a "$OUT/steps.log"
-  tail -5 "$OUT/$name.log"
-  [ $rc -gt $status ] && status=$rc
-  return 0
-}
+source "$(dirname "$0")/steps.sh"
 
 python3 -c "import numba, numba_cuda, numpy; print('numba', numba.__version__, 'numba-cuda', numba_cuda.__version__, 'numpy', numpy.__version__)" | tee "$OUT/versions.txt"
 git log --oneline -1 | tee -a "$OUT/versions.txt"

@@ -1,0 +1,21 @@
+# Sourced by the GPU scripts beside it: $OUT (the folder whose files come back) and
+# $HARNESS_CACHE set up, and `step NAME LIMIT_S COMMAND...`, which runs a command under its own
+# limit, logs it to $OUT/NAME.log and $OUT/steps.log, and keeps the worst exit status in
+# $status. The limit sends SIGINT first: the harness then records what it measured and pytest
+# prints its failures' tracebacks; a kill follows 30 s later.
+set -uo pipefail
+OUT=${OUT:?set OUT to the folder for the results}
+export HARNESS_CACHE=${HARNESS_CACHE:-/tmp/hc}
+mkdir -p "$OUT" "$HARNESS_CACHE"
+status=0
+step() {
+  local name=$1 limit=$2; shift 2
+  echo "== $name (limit ${limit}s): $*" | tee -a "$OUT/steps.log"
+  local began=$SECONDS
+  timeout --signal=INT --kill-after=30 "$limit" "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  echo "   exit $rc after $((SECONDS - began)) s" | tee -a "$OUT/steps.log"
+  tail -5 "$OUT/$name.log"
+  [ $rc -gt $status ] && status=$rc
+  return 0
+}
