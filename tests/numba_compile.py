@@ -62,9 +62,12 @@ def signatures():
         yield f"max partials {t}", max_._partials, f"void({v}, {w}, int64, float32[::1], int64)"
         yield f"max atomic {t}", max_._atomic, f"void({v}, {w}, int64, float32[::1], int32[::1], int32[::1], int64)"
         yield f"rmsnorm {t}", rmsnorm._rmsnorm, f"void({r * 3}int64, int64, float32, int64, boolean)"
-        yield f"softmax {t}", softmax._softmax, f"void({r * 2}int64, int64, int64, boolean, int64)"
-        yield (f"layernorm {t}", layernorm._layernorm,
-               f"void({r * 4}int64, int64, float32, int64, boolean, int64)")
+        for name, kernel in (("three_pass", softmax._three_pass), ("online", softmax._online),
+                             ("on_chip", softmax._on_chip)):
+            yield f"softmax {name} {t}", kernel, f"void({r * 2}int64, int64, int64)"
+        for name, kernel in (("welford", layernorm._welford), ("two_pass", layernorm._two_pass),
+                             ("naive", layernorm._naive)):
+            yield f"layernorm {name} {t}", kernel, f"void({r * 4}int64, int64, float32, int64, boolean)"
         yield (f"chain fused {t}", chain._fused,
                f"void({r * 5}int64, int64, float32, int64, boolean)")
         yield f"chain step {t}", chain._step, f"void({v}, {w}, {v}, {w}, {v}, {w}, int64, int64, int64)"

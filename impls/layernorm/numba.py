@@ -12,8 +12,8 @@ import numpy as np
 from numba import cuda, float32
 
 from harness.registry import impl
-from impls._frameworks.numba.device import (CHUNK, cache_get, cache_put, group_sum, group_welford, row_load, row_store,
-                                            row_words, rsqrt, welford_merge)
+from impls._frameworks.numba.device import (CHUNK, cache_get, cache_put, group_sum, group_welford, inlined, row_load,
+                                            row_store, row_words, rsqrt, welford_merge)
 from impls._frameworks._launch import scratch
 from impls._frameworks.numba.rows import CHUNKS, UNROLL, grid, row_launcher, shared_bytes
 from impls._frameworks.numba.runtime import Launch, word_views
@@ -22,7 +22,7 @@ WELFORD, TWO_PASS, NAIVE = 0, 1, 2
 VARIANTS = {"welford": WELFORD, "two_pass": TWO_PASS, "naive": NAIVE}
 
 
-@cuda.jit(cache=True)
+@inlined
 def _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, eps, group, cached, algorithm):
     cache = cuda.shared.array(0, float32)
     values = cuda.local.array(UNROLL, float32)
@@ -113,15 +113,34 @@ def _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, e
         c += CHUNKS * group * CHUNK
 
 
+# One kernel per variant, its algorithm a constant of its code.
+@cuda.jit(cache=True)
+def _welford(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, eps, group, cached):
+    _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, eps, group, cached, WELFORD)
+
+
+@cuda.jit(cache=True)
+def _two_pass(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, eps, group, cached):
+    _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, eps, group, cached, TWO_PASS)
+
+
+@cuda.jit(cache=True)
+def _naive(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, eps, group, cached):
+    _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, eps, group, cached, NAIVE)
+
+
+KERNELS = {WELFORD: _welford, TWO_PASS: _two_pass, NAIVE: _naive}
+
+
 def _register(variant: str, algorithm: int):
     @impl("layernorm", "numba", variant=variant)
     def bind(x, weight, bias, eps, out):
         cols = x.shape[1]
 
         def make(config, args, rows):
-            return Launch(_layernorm, grid(config, rows), config["threads"],
-                          (*word_views(*args), rows, cols, np.float32(eps), config["group"], config["cached"],
-                           algorithm), shared_bytes(config, cols), device=x.device)
+            return Launch(KERNELS[algorithm], grid(config, rows), config["threads"],
+                          (*word_views(*args), rows, cols, np.float32(eps), config["group"], config["cached"]),
+                          shared_bytes(config, cols), device=x.device)
         return row_launcher(("layernorm", variant), f"layernorm {variant}", (x, weight, bias, out),
                             scratch(cols, x.dtype, x.device, 1, 2), make, cacheable=True)
     return bind

@@ -14,7 +14,7 @@ from numba import cuda, float32
 
 from harness.registry import impl
 from impls._frameworks.numba.device import (CHUNK, NEG_INF, cache_get, cache_put, group_max, group_online, group_sum,
-                                            max_nan, online_add, row_load, row_store, row_words)
+                                            inlined, max_nan, online_add, row_load, row_store, row_words)
 from impls._frameworks._launch import scratch
 from impls._frameworks.numba.rows import CHUNKS, UNROLL, grid, row_launcher, shared_bytes
 from impls._frameworks.numba.runtime import Launch, word_views
@@ -23,7 +23,7 @@ THREE_PASS, ONLINE, ON_CHIP = 0, 1, 2
 VARIANTS = {"three_pass": THREE_PASS, "online": ONLINE, "on_chip": ON_CHIP}
 
 
-@cuda.jit(cache=True)
+@inlined
 def _softmax(x, xw, xp, y, yw, yp, rows, cols, group, cached, algorithm):
     cache = cuda.shared.array(0, float32)
     values = cuda.local.array(UNROLL, float32)
@@ -100,6 +100,25 @@ def _softmax(x, xw, xp, y, yw, yp, rows, cols, group, cached, algorithm):
         c += CHUNKS * group * CHUNK
 
 
+# One kernel per variant, its algorithm and whether the row is cached constants of its code.
+@cuda.jit(cache=True)
+def _three_pass(x, xw, xp, y, yw, yp, rows, cols, group):
+    _softmax(x, xw, xp, y, yw, yp, rows, cols, group, False, THREE_PASS)
+
+
+@cuda.jit(cache=True)
+def _online(x, xw, xp, y, yw, yp, rows, cols, group):
+    _softmax(x, xw, xp, y, yw, yp, rows, cols, group, False, ONLINE)
+
+
+@cuda.jit(cache=True)
+def _on_chip(x, xw, xp, y, yw, yp, rows, cols, group):
+    _softmax(x, xw, xp, y, yw, yp, rows, cols, group, True, ON_CHIP)
+
+
+KERNELS = {THREE_PASS: _three_pass, ONLINE: _online, ON_CHIP: _on_chip}
+
+
 def _register(variant: str, algorithm: int):
     on_chip = algorithm == ON_CHIP
 
@@ -111,9 +130,9 @@ def _register(variant: str, algorithm: int):
             if on_chip and not config["cached"]:
                 raise ValueError(f"softmax on_chip: a {cols}-column row does not fit in 48 KiB of shared memory "
                                  "as fp32; the three_pass and online variants take it")
-            return Launch(_softmax, grid(config, rows), config["threads"],
-                          (*word_views(*args), rows, cols, config["group"], config["cached"], algorithm),
-                          shared_bytes(config, cols), device=x.device)
+            return Launch(KERNELS[algorithm], grid(config, rows), config["threads"],
+                          (*word_views(*args), rows, cols, config["group"]), shared_bytes(config, cols),
+                          device=x.device)
         return row_launcher(("softmax", variant), f"softmax {variant}", (x, out),
                             scratch(cols, x.dtype, x.device, 1, 0), make, cacheable=on_chip)
     return bind

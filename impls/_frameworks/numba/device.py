@@ -95,6 +95,14 @@ else:
         return uint32(_half_bits(float16(v)))
 
 
+
+def inlined(func):
+    """A device function inlined into every caller at the NVVM level (alwaysinline): a kernel
+    that calls it with a constant (its variant) gets only that variant's code, and registers
+    for that code alone (softmax's three variants in one kernel needed 108-109 registers in
+    bf16/fp32 on sm_90). The simulator runs Python and has no such option."""
+    return cuda.jit(device=True)(func) if SIMULATED else cuda.jit(device=True, forceinline=True)(func)
+
 @cuda.jit(device=True)
 def bf16_to_f32(bits):
     """bf16 bits (int16) to fp32: the top half of the fp32 word; exact."""
