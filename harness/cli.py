@@ -18,6 +18,7 @@ from omegaconf import DictConfig
 
 from harness import device as devices
 from harness import plan as planning
+from harness import provenance
 from harness import multirun  # noqa: F401 - the job folder resolver, the multirun summary
 from harness import registry, report
 from harness.errors import ConfigError
@@ -120,6 +121,7 @@ def run(cfg: DictConfig) -> int:
     case_timeout_of(cfg)
     planning.resolve_sweep(cfg, device)
     the_plan = planning.build(cfg, device)
+    provenance.pin_source_tree()   # once, for every worker: the sources as the run began
     planning.warm(the_plan, registry.frameworks())
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     invocation_id = uuid.uuid4().hex

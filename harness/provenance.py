@@ -58,6 +58,15 @@ def source_tree() -> str | None:
         return None
 
 
+def pin_source_tree() -> None:
+    """Compute source_tree once and hand it to this process's workers (HARNESS_GIT_TREE), so
+    that every record of a run names the tree the run began with, hashed once."""
+    if not os.environ.get("HARNESS_GIT_TREE"):
+        tree = source_tree()
+        if tree:
+            os.environ["HARNESS_GIT_TREE"] = tree
+
+
 def _nvml(index: int) -> dict:
     """Driver, UUID and clocks through NVML (nvidia-ml-py), when it is there."""
     try:

@@ -74,16 +74,22 @@ def read(path: Path) -> tuple[list[Record], int]:
 FIRST_RUN = "first_run"
 
 
-def read_first_runs(path: Path) -> list[dict]:
-    """The devtools/first-run lines of a JSONL file (read() has checked that it is JSON)."""
+FIRST_RUN_FIELDS = ("op", "phase", "seconds", "gpu")
+
+
+def read_first_runs(path: Path, left_out: list | None = None) -> list[dict]:
+    """The devtools/first-run lines of a JSONL file (read() has checked that it is JSON) that
+    can be placed: each names its op, phase, seconds and GPU. The others (a run cut before its
+    first record names no GPU) go to ``left_out`` when it is given."""
     rows = []
     for line in path.read_text().splitlines():
         try:
             row = json.loads(line) if line.strip() else None
         except ValueError:
             continue
-        if isinstance(row, dict) and row.get("kind") == FIRST_RUN and row.get("gpu"):
-            rows.append(row)
+        if isinstance(row, dict) and row.get("kind") == FIRST_RUN:
+            placed = all(row.get(k) not in (None, "") for k in FIRST_RUN_FIELDS) and row["phase"] in ("cold", "warm")
+            (rows if placed else left_out if left_out is not None else []).append(row)
     return rows
 
 
@@ -307,14 +313,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="the folder of the pages and their JSONL, one of each per GPU (default: docs/results)")
     args = ap.parse_args(argv)
     try:
-        records, others, first = [], 0, defaultdict(list)
+        records, others, first, unplaced_runs = [], 0, defaultdict(list), []
         for path in args.files:
             found, skipped = read(path)
-            rows = read_first_runs(path)
+            rows = read_first_runs(path, unplaced_runs)
             for row in rows:
                 first[row["gpu"]].append(row)
             records += found
             others += skipped - len(rows)
+        others -= len(unplaced_runs)
+        if unplaced_runs:
+            print(f"harness-results: left out {len(unplaced_runs)} first-run lines without an op, a phase (cold or "
+                  f"warm), seconds or a GPU (a run cut before its first record names no GPU), e.g. "
+                  f"{json.dumps(unplaced_runs[0])[:160]}")
         by_gpu: dict[str, list[Record]] = defaultdict(list)
         cpu, unplaced = [], []
         for r in records:

@@ -215,7 +215,7 @@ class CudaTimer:
         spin_us = min(self.MAX_SPIN_US, max(self.MIN_SPIN_US, self.LEAD * host_us))
         started = time.perf_counter()
         samples, late, spin_us = self._samples(lambda start, end: self._queue(launch, start, end), spin_us,
-                                               lambda xs: _done(xs, budget, started), host_us)
+                                               lambda xs: _done(xs, budget, started), host_us, budget.max_samples)
         # A launcher that synchronises (waits for its kernel) finishes every spin before it
         # returns: all its samples are late; they are what there is, and the count says so.
         timing = summarize(samples if len(samples) >= budget.min_samples else samples + late, "cuda_events")
@@ -233,7 +233,7 @@ class CudaTimer:
             pool.append(torch.cuda.Event(enable_timing=True))
         return pool[:n]
 
-    def _samples(self, queue, spin_us: float, enough, host_us: float | None = None
+    def _samples(self, queue, spin_us: float, enough, host_us: float | None = None, cap: int | None = None
                  ) -> tuple[list[float], list[float], float]:
         """Samples of ``queue(start, end)`` (which records the two events around what it
         times), in bursts, each burst behind one spin (burst_spin_us from a lead of
@@ -247,7 +247,10 @@ class CudaTimer:
         host_us = spin_us / self.LEAD if host_us is None else host_us   # per sample: the host's queueing
         gpu_us = 0.0                                                      # and the GPU's work, once seen
         while not enough(samples):
+            # never past the budget's sample cap: a burst is queued whole before enough() is asked
             n = burst_size(batch, spin_us, host_us, gpu_us, self.MAX_SPIN_US)
+            if cap is not None:
+                n = max(1, min(n, cap - len(samples)))
             events = self._events(2 * n + 1)
             spun, pairs = events[0], list(zip(events[1::2], events[2::2]))
             torch.cuda._sleep(int(burst_spin_us(spin_us, host_us, gpu_us, n) * self.cycles_per_us()))
@@ -283,7 +286,7 @@ class CudaTimer:
         lead = min(self.MAX_SPIN_US, spin_us * k)
         started = time.perf_counter()   # a launcher that synchronises never gives a sample in time
         samples, late, _ = self._samples(queue, lead, lambda xs: len(xs) >= n
-                                         or time.perf_counter() - started >= budget.max_seconds)
+                                         or time.perf_counter() - started >= budget.max_seconds, cap=n)
         if len(samples) < n:
             return None, (f"not timed: the host could not queue {k} launches within a {self.MAX_SPIN_US:.0f} us "
                           f"spin ({len(late)} late samples)")

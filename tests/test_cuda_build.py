@@ -108,6 +108,7 @@ def test_a_kept_build_is_found_without_compiling(monkeypatch, tmp_path):
     kept = tmp_path / build.build_hash()
     kept.mkdir()
     (kept / f"{build.NAME}.so").write_bytes(b"")
+    (kept / build.DONE).write_text("52.4\n")
     monkeypatch.setenv(build.PREBUILT_ENV, str(tmp_path))
     monkeypatch.setattr("torch.utils.cpp_extension.load", lambda *a, **k: pytest.fail("compiled a kept build"))
     assert build.build() == kept / f"{build.NAME}.so"

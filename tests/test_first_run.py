@@ -75,6 +75,7 @@ def stand_in_build(monkeypatch, tmp_path):
         if state.fail:
             raise build.BuildError(state.fail)
         (folder / f"{build.NAME}.so").write_bytes(b"")
+        (folder / build.DONE).write_text("0.5\n")   # what the real compile writes once the link is done
     monkeypatch.setattr(build, "_compile", compile_)
     return state
 
@@ -88,6 +89,28 @@ def test_a_bind_waits_for_the_build_the_run_started_and_takes_its_library(stand_
     assert library.name == f"{build.NAME}.so" and library.exists()
     assert stand_in_build.calls == 1   # waited for it, did not build again
     assert build.start() is False      # kept now: nothing to start
+
+
+def test_a_library_the_linker_is_still_writing_is_not_taken_for_a_build(stand_in_build, monkeypatch):
+    monkeypatch.delenv(build.TOKEN_ENV, raising=False)
+    folder = build._folder(None)
+    folder.mkdir(parents=True)
+    (folder / f"{build.NAME}.so").write_bytes(b"\x7fELF half")   # linked halfway: no DONE mark yet
+    assert build.kept(None) is None
+    build.build()
+    assert stand_in_build.calls == 1 and build.kept(None) == folder / f"{build.NAME}.so"
+
+
+def test_a_lock_file_left_by_a_killed_build_does_not_hold_the_next_one(stand_in_build, monkeypatch):
+    monkeypatch.delenv(build.TOKEN_ENV, raising=False)
+    folder = build._folder(None)
+    folder.mkdir(parents=True)
+    (folder / build.TORCH_BATON).write_text("")   # torch waits for this file to go, without limit
+    seen = []
+    stand_in = build._compile
+    monkeypatch.setattr(build, "_compile", lambda f, v: (seen.append((f / build.TORCH_BATON).exists()), stand_in(f, v)))
+    build.build()
+    assert seen == [False] and stand_in_build.calls == 1
 
 
 def test_a_failed_build_is_not_tried_again_in_its_run_but_is_in_the_next(stand_in_build, monkeypatch):

@@ -210,3 +210,17 @@ def test_first_runs_are_kept_beside_the_cases_the_latest_per_op_and_phase_and_sh
     assert "| rmsnorm | 84 | 200 | 100 | 2 | 2.5-4.0 | 2026-12-02 abc |" in page
     assert "| softmax | 84 | 150+ |  | 2 | 2.5-4.0 |" in page
     assert "| all | | 350 | 100 |" in page and "cut by its time limit" in page
+
+
+def test_first_run_lines_that_cannot_be_placed_are_left_out_and_said(tmp_path, capsys):
+    f = tmp_path / "a.jsonl"
+    no_gpu = json.loads(first_run("rmsnorm", "cold", 30.0, "2026-12-02T10:00:00Z"))
+    no_gpu["gpu"] = None   # cut before its first record
+    no_phase = json.loads(first_run("softmax", "cold", 30.0, "2026-12-02T10:00:00Z"))
+    del no_phase["phase"]
+    f.write_text("\n".join([first_run("rmsnorm", "warm", 90.0, "2026-12-02T10:05:00Z"), json.dumps(no_gpu),
+                            json.dumps(no_phase)]) + "\n")
+    assert results.main([str(f), "--dir", str(tmp_path / "results")]) == 0
+    out = capsys.readouterr().out
+    assert "left out 2 first-run lines" in out and "not case records" not in out
+    assert [r["seconds"] for r in saved(tmp_path / "results")] == [90.0]

@@ -149,3 +149,10 @@ def test_sampling_stops_when_the_median_s_interval_is_narrow_enough():
     assert timing._done(ticks, budget, timing.time.perf_counter())
     off = TimingBudget(min_samples=10, max_samples=1000, max_seconds=100.0, target_spread=0.0)
     assert not timing._done(ticks, off, timing.time.perf_counter())
+
+
+def test_a_burst_never_takes_more_samples_than_the_budget_allows(sim_timer):
+    sim, timer = sim_timer(kernel_us=50.0, flush_us=30.0, host_us=2.0, launch_host_us=10.0)
+    t = timer.time(sim.launch, TimingBudget(warmup_ms=2, min_samples=10, max_samples=12, max_seconds=10.0,
+                                            target_spread=-1.0, graph_below_bytes=0), 1 << 30)
+    assert t.samples + t.late_samples == 12   # bursts of 5 then 7 (the rest of the cap), not 5 + 10

@@ -47,6 +47,8 @@ PREBUILT_ENV = "HARNESS_EXTENSIONS_DIR"
 TOKEN_ENV = "HARNESS_CUDA_BUILD_RUN"   # one value per run (its workers inherit it): a failure is not retried in it
 FAILED = "build-failed"               # in the build folder: the run's token, then the failure's message
 LOCK = "build.lock"
+DONE = "build-seconds"                # written once the library is linked and loads: the build is whole
+TORCH_BATON = "lock"                  # torch's cpp_extension lock file, left behind by a build that was killed
 
 
 class BuildError(Unavailable):
@@ -108,14 +110,20 @@ def _cuda_home() -> str:
     return str(Path(compiler).resolve().parent.parent)
 
 
+def _whole(folder: Path) -> bool:
+    """A finished build: its library and the mark written after the link (a library file alone
+    may be one the linker is still writing)."""
+    return _library_file(folder).exists() and (folder / DONE).exists()
+
+
 def kept(out: Path | None) -> Path | None:
     """The library already built for this hash (prebuilt, in ``out`` or the cache), or None."""
     key = build_hash()
     for root in filter(None, (os.environ.get(PREBUILT_ENV), out)):
-        if _library_file(Path(root) / key).exists():
+        if _whole(Path(root) / key):
             return _library_file(Path(root) / key)
     folder = _folder(out)
-    return _library_file(folder) if _library_file(folder).exists() else None
+    return _library_file(folder) if _whole(folder) else None
 
 
 def _folder(out: Path | None) -> Path:
@@ -145,8 +153,12 @@ def build(out: Path | None = None, verbose: bool = False) -> Path:
         return found
     folder = _folder(out)
     with _locked(folder):
-        if _library_file(folder).exists():   # built while this one waited
+        if _whole(folder):   # built while this one waited
             return _library_file(folder)
+        # Under the lock no build of this folder runs: torch's own lock file here is one a killed
+        # build left (a run stopped mid-build exits without its cleanup), and torch would wait
+        # for it forever.
+        (folder / TORCH_BATON).unlink(missing_ok=True)
         failed = folder / FAILED
         if failed.exists():
             token, _, message = failed.read_text().partition("\n")
@@ -172,7 +184,7 @@ def _compile(folder: Path, verbose: bool) -> None:
                            is_python_module=False, verbose=verbose)
     except Exception as e:  # noqa: BLE001 - the compiler's message is the useful part
         raise BuildError(f"building the CUDA kernels failed ({type(e).__name__}): {str(e)[-1500:]}") from e
-    (folder / "build-seconds").write_text(f"{time.perf_counter() - started:.1f}\n")
+    (folder / DONE).write_text(f"{time.perf_counter() - started:.1f}\n")
 
 
 def start() -> bool:
