@@ -62,11 +62,16 @@ def signatures():
         yield f"max partials {t}", max_._partials, f"void({v}, {w}, int64, float32[::1], int64)"
         yield f"max atomic {t}", max_._atomic, f"void({v}, {w}, int64, float32[::1], int32[::1], int32[::1], int64)"
         yield f"rmsnorm {t}", rmsnorm._rmsnorm, f"void({r * 3}int64, int64, float32, int64, boolean)"
-        for name, kernel in (("three_pass", softmax._three_pass), ("online", softmax._online),
-                             ("on_chip", softmax._on_chip)):
+        # Each softmax and LayerNorm variant is a kernel calling one shared body, which Numba types
+        # and lowers once per argument types with every branch in it (the variant is an int64
+        # argument there; NVVM folds it after inlining): on the CPU every variant is compiled for
+        # fp32, and one for the other types, which types and lowers the same body.
+        every = ON_GPU or t == "float32"
+        for name, kernel in (("on_chip", softmax._on_chip), ("three_pass", softmax._three_pass),
+                             ("online", softmax._online))[:None if every else 1]:
             yield f"softmax {name} {t}", kernel, f"void({r * 2}int64, int64, int64)"
         for name, kernel in (("welford", layernorm._welford), ("two_pass", layernorm._two_pass),
-                             ("naive", layernorm._naive)):
+                             ("naive", layernorm._naive))[:None if every else 1]:
             yield f"layernorm {name} {t}", kernel, f"void({r * 4}int64, int64, float32, int64, boolean)"
         yield (f"chain fused {t}", chain._fused,
                f"void({r * 5}int64, int64, float32, int64, boolean)")
