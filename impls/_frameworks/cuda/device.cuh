@@ -100,6 +100,31 @@ template <typename T> __device__ __forceinline__ void store_pack(T* p, const Pac
     *reinterpret_cast<uint4*>(p) = make_uint4(v.w[0], v.w[1], v.w[2], v.w[3]);
 }
 
+// --- exp for 16-bit outputs ---------------------------------------------------------------------
+// exp2f gives subnormal results through a compare and two predicated multiplies around the
+// hardware's ex2; the ops that need an exp per element for 16-bit outputs (softmax, the chain's
+// silu) take ex2 without them on an argument shifted by +64, which keeps every result that can
+// reach a 16-bit output normal, and take the 2^-64 back in a multiply that rounds once (nvcc
+// does not flush subnormals unless told to). The shift's FFMA rounds the exponent to 2^-18: a
+// relative error of 3e-6, against the 16-bit types' rounding of 4e-3 (bf16) and 5e-4 (fp16).
+constexpr float LOG2E = 1.4426950408889634f;
+
+__device__ __forceinline__ float ex2_ftz(float t) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(t));
+    return r;
+}
+
+// 1/x for x in [1, 2] (a sigmoid's denominator), where flushing changes nothing.
+__device__ __forceinline__ float rcp_ftz(float x) {
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
+
+// e^d · 2^64 for d <= 0: normal down to d = -131 (d·log2 e = -190), 0 below.
+__device__ __forceinline__ float exp_shifted64(float d) { return ex2_ftz(fmaf(d, LOG2E, 64.0f)); }
+
 // --- combines ---------------------------------------------------------------------------------
 struct Add {
     static constexpr float identity = 0.0f;
