@@ -25,7 +25,7 @@ from harness.errors import ConfigError
 from harness.interrupts import sigint_once
 from harness.processes import InterruptedProcesses, run_cell
 from harness.progress import RunProgress
-from harness.record import Record, case_label
+from harness.record import INTERRUPTED, Record, case_label
 from harness.runner import CaseSpec, Runner, Settings, base_record
 from harness.sinks import console
 from harness.sinks.jsonl import JsonlSink
@@ -230,7 +230,7 @@ def _measure(runner, runnable: list[CaseSpec], processes: int, device, settings:
         for j, (spec, rec) in enumerate(zip(runnable, kept)):
             if rec is None and j == running:
                 rec = base_record(spec, device, settings, {})
-                rec.status, rec.reason = "error", "interrupted (SIGINT) while this case ran"
+                rec.status, rec.reason = "error", INTERRUPTED
             if rec is not None:
                 measured[id(spec)] = rec
         return measured, True

@@ -14,6 +14,8 @@ from typing import Any
 # invalid: the impl broke the launcher's contract (harness.integrity) or its time is
 # physically impossible; its times, if any, are kept, but no bandwidth is claimed.
 STATUSES = ("ok", "fail", "invalid", "skipped", "error", "oom", "crash", "timeout")
+# The reason of a case an interrupt (SIGINT) cut while it ran: it measured nothing.
+INTERRUPTED = "interrupted (SIGINT) while this case ran"
 
 
 @dataclass
@@ -142,6 +144,12 @@ class Record:
     def from_dict(cls, d: dict[str, Any]) -> "Record":
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def measured_something(r: Record) -> bool:
+    """Whether a record says something of its impl: not a case skipped (the impl unusable
+    there, or the run stopped before it) nor one an interrupt cut while it ran."""
+    return r.status != "skipped" and r.reason != INTERRUPTED
 
 
 def latest(records: list[Record]) -> list[Record]:

@@ -6,7 +6,8 @@ Reads harness records, one JSON object per line (other lines, such as harness.nv
 rows, are skipped and counted), and groups them by the GPU their provenance names. For
 each GPU it merges them into ``<dir>/<slug>.jsonl`` (``h200`` for "NVIDIA H200"): the
 latest record of each case wins (harness.record.latest), so a case measured again
-replaces its record, every other case stays, and no file is added per run. The JSONL is
+replaces its record, every other case stays, and no file is added per run; a case that did
+not run this time (skipped, or cut by an interrupt) keeps its measured record. The JSONL is
 written back in a stable order (op, dtype, shape by size, impl, variant) and
 ``<dir>/<slug>.md`` is generated from it: the roof, the datasheet peak and the provenance
 at the top, then per op and dtype a table with an impl per row and a shape per column,
@@ -32,7 +33,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from harness import pivot
-from harness.record import Record, latest
+from harness.record import Record, latest, measured_something
 from harness.sinks import console
 
 # The fields every case record has (Record's identity, and what the runner sets on each);
@@ -293,6 +294,11 @@ def publish(gpu: str, new: list[Record], folder: Path, new_first_runs: list[dict
     data, md = folder / f"{slug(gpu)}.jsonl", folder / f"{slug(gpu)}.md"
     old, _ = read(data) if data.exists() else ([], 0)
     first = latest_first_runs((read_first_runs(data) if data.exists() else []) + list(new_first_runs))
+    # A record that measured nothing (skipped, or cut by an interrupt) does not replace one
+    # that did: a run stopped early or without a framework loses no published result.
+    measured = {r.case_key for r in old if measured_something(r)}
+    kept_back = [r for r in new if not measured_something(r) and r.case_key in measured]
+    new = [r for r in new if measured_something(r) or r.case_key not in measured]
     merged = sorted(latest(old + new), key=order)
     old_cases = {r.case_key for r in old}
     kept = {r.record_id for r in old}
@@ -303,7 +309,9 @@ def publish(gpu: str, new: list[Record], folder: Path, new_first_runs: list[dict
            + "".join(json.dumps(row, default=str) + "\n" for row in first))
     _write(md, page(gpu, merged, data.name, first))
     return (f"{gpu}: {data} holds {len(merged)} cases ({replaced} measured again, {added} new)"
-            + (f" and {len(first)} first runs" if first else "") + f"; {md} regenerated")
+            + (f" and {len(first)} first runs" if first else "") + f"; {md} regenerated"
+            + (f"; {len(kept_back)} cases that did not run this time keep their measured records"
+               if kept_back else ""))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -48,6 +48,29 @@ def test_a_case_measured_again_replaces_its_record_and_the_other_cases_stay(tmp_
     assert rows == {("triton", "run-2"): 60.0, ("eager", "run-1"): 30.0}
 
 
+def test_a_case_that_did_not_run_keeps_its_measured_record_but_a_failure_replaces_it(tmp_path, capsys):
+    """A run cut by an interrupt, or without a framework, publishes what it measured and loses
+    nothing: its skipped and cut cases leave the measured records in place; a case that ran and
+    failed does replace its record (that is news)."""
+    from harness.record import INTERRUPTED
+    out = tmp_path / "results"
+    first = results_file(tmp_path / "a.jsonl", [case("triton", (16, 4096), 50.0), case("eager", (16, 4096), 30.0),
+                                                case("cuda", (16, 4096), 40.0)])
+    assert results.main([str(first), "--dir", str(out)]) == 0
+    later = dict(when="2026-12-02T10:00:00+00:00", run="run-2")
+    again = results_file(tmp_path / "b.jsonl", [
+        case("triton", (16, 4096), None, status="skipped", reason="the run was interrupted (SIGINT) before this case",
+             **later),
+        case("eager", (16, 4096), None, status="error", reason=INTERRUPTED, **later),
+        case("cuda", (16, 4096), None, status="error", reason="CUDA error: an illegal memory access", **later),
+        case("cuda", (8, 4096), None, status="skipped", reason="no nvcc", **later)])
+    assert results.main([str(again), "--dir", str(out)]) == 0
+    rows = {(r["impl"], tuple(r["shape"])): (r["status"], r["invocation_id"]) for r in saved(out)}
+    assert rows == {("triton", (16, 4096)): ("ok", "run-1"), ("eager", (16, 4096)): ("ok", "run-1"),
+                    ("cuda", (16, 4096)): ("error", "run-2"), ("cuda", (8, 4096)): ("skipped", "run-2")}
+    assert "2 cases that did not run this time keep their measured records" in capsys.readouterr().out
+
+
 def test_an_older_record_fed_again_does_not_displace_the_latest(tmp_path):
     out = tmp_path / "results"
     new = results_file(tmp_path / "new.jsonl", [case("triton", (16, 4096), 60.0, when="2026-12-02T10:00:00+00:00")])
