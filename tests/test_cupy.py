@@ -303,3 +303,23 @@ def test_every_raw_kernel_compiles_through_nvrtc_and_is_launched_with_the_argume
         if not (1 <= grid[0] < 2 ** 31 and 32 <= block[0] <= 1024 and block[0] % 32 == 0):
             problems.append(f"{expression}: grid {grid}, block {block}")
     assert not problems, "\n".join(sorted(set(problems))[:20])
+
+
+@pytest.mark.slow
+def test_the_fp32_softmax_keeps_subnormal_results_in_cupy_s_flushing_build():
+    """CuPy compiles with -ftz=true, which flushes subnormal results to 0 (the large_magnitude
+    set's smallest probabilities): the fp32 softmax kernels use the PTX instructions that keep
+    them (ex2.approx.f32, mul.rn.f32) there, and only the 16-bit kernels' shifted exp may flush."""
+    from tests import nvrtc
+    include = _toolkit_include(_nvcc_or_skip())
+    options = [*kernels.OPTIONS, *NVRTC_OPTIONS, f"-I{include / 'cccl'}", f"-I{include}"]
+    expressions = {variant: f"hk::softmax_rows<float, {p}, {v}, {w}>"
+                   for variant, p, v, w in (("three_pass", 0, 0, "false"), ("online", 0, 1, "false"),
+                                            ("on_chip", 8, 2, "true"))}
+    result = nvrtc.compile(kernels.source("softmax"), options, sorted(expressions.values()), name="softmax.cu")
+    assert result.ok, result.log[-4000:]
+    bodies = dict(re.findall(r"\.entry\s+(\S+)\((.*?)(?=\.entry|\Z)", result.ptx, re.S))
+    for variant, expression in expressions.items():
+        body = bodies[result.lowered[expression]]
+        assert "ex2.approx.f32" in body and "ex2.approx.ftz" not in body, (variant, "exp flushes")
+        assert "mul.rn.f32" in body, (variant, "no subnormal-keeping multiply for the output")

@@ -17,7 +17,30 @@
 
 namespace hk {
 
-__device__ __forceinline__ float exp_of(float d) { return exp2f(d * LOG2E); }
+// exp2 and the output's multiply for fp32 outputs. A build that flushes subnormals (NVRTC
+// defines __CUDA_FTZ to 1 under -ftz=true, which CuPy always adds: cupy/cupy#9576) would make the
+// large_magnitude set's subnormal results 0; there they are the PTX instructions that keep
+// subnormals whatever the flag (ex2.approx.f32 is exp2f's own instruction, mul.rn.f32 is *). In
+// nvcc's default build, plain exp2f and * (the same instructions; the asm multiply costs the
+// three_pass fp32 kernel 15 registers there, 40 -> 55 on sm_90).
+#if defined(__CUDA_FTZ) && __CUDA_FTZ
+__device__ __forceinline__ float ex2_keep(float t) {
+    float r;
+    asm("ex2.approx.f32 %0, %1;" : "=f"(r) : "f"(t));
+    return r;
+}
+
+__device__ __forceinline__ float mul_keep(float a, float b) {
+    float r;
+    asm("mul.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+#else
+__device__ __forceinline__ float ex2_keep(float t) { return exp2f(t); }
+__device__ __forceinline__ float mul_keep(float a, float b) { return a * b; }
+#endif
+
+__device__ __forceinline__ float exp_of(float d) { return ex2_keep(d * LOG2E); }
 
 // The exp of each element, d = x - max <= 0, up to a factor common to the row that the
 // division by the row's sum cancels. fp32 outputs: exp_of. 16-bit outputs: e^d·2^64
@@ -125,7 +148,7 @@ __global__ void __launch_bounds__(max_threads(P)) softmax_rows(const T* __restri
             const float inv = 1.0f / s;
             row.write([&](int k, int, const float*, float* ys) {
 #pragma unroll
-                for (int e = 0; e < N; ++e) ys[e] = ex[k][e] * inv;
+                for (int e = 0; e < N; ++e) ys[e] = mul_keep(ex[k][e], inv);
             });
             return;
         }
@@ -135,7 +158,7 @@ __global__ void __launch_bounds__(max_threads(P)) softmax_rows(const T* __restri
     const float inv = 1.0f / s;   // an all -inf row: m = -inf, x - m = NaN: NaN, as the op says
     row.write([&](int, int, const float* xs, float* ys) {
 #pragma unroll
-        for (int e = 0; e < N; ++e) ys[e] = exp_e(xs[e] - m) * inv;
+        for (int e = 0; e < N; ++e) ys[e] = mul_keep(exp_e(xs[e] - m), inv);
     });
 }
 
