@@ -8,6 +8,10 @@ OUT=${OUT:?set OUT to the folder for the results}
 export HARNESS_CACHE=${HARNESS_CACHE:-/tmp/hc}
 mkdir -p "$OUT" "$HARNESS_CACHE"
 status=0
+# The GPU machine returns only a few files from $OUT: at exit everything under it is packed
+# into $OUT/out.tgz (read it with `tar xzf`).
+pack_out() { (cd "$OUT" && tar czf /tmp/out.tgz --exclude=out.tgz . && find . -mindepth 1 -delete && mv /tmp/out.tgz out.tgz); }
+trap pack_out EXIT
 step() {
   local name=$1 limit=$2; shift 2
   echo "== $name (limit ${limit}s): $*" | tee -a "$OUT/steps.log"
