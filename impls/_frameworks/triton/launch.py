@@ -112,7 +112,8 @@ def build_all(builds) -> dict | None:
         return None
     how = pool.mode()
     if how == "processes":
-        results = pool.build([pool.job(kernel, call, name) for kernel, call, name in builds])
+        target = pool.current_target()
+        results = pool.build([pool.job(kernel, call, name, target) for kernel, call, name in builds])
         if results is not None:
             failed = []
             for (kernel, _, name), result in zip(builds, results):

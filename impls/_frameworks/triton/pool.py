@@ -10,10 +10,12 @@ over a local socket and waits for them, then launches: Triton's dispatch there f
 binary in its on-disk cache (TRITON_CACHE_DIR, the same for every process of the run).
 
 A build is the kernel's own ``warmup`` with the launch's arguments, each tensor stood in for
-by its dtype and its address: Triton specialises a pointer on its dtype and whether its
-address is a multiple of 16, an integer on its value (1, a multiple of 16, or neither), so
-the pool's build has the launch's cache key; a launch whose key differs compiles in its
-own process, as it would without the pool. A build that fails in the pool is reported with
+by its dtype and its address, for the launching process's GPU target: Triton specialises a
+pointer on its dtype and whether its address is a multiple of 16, an integer on its value
+(1, a multiple of 16, or neither), and keys the binary on the target, so the pool's build
+has the launch's cache key; a launch whose key differs compiles in its own process, as it
+would without the pool. The pool's processes never touch the GPU: they are given the target
+(a driver that knows only that: _TargetOnly), so they hold no CUDA context. A build that fails in the pool is reported with
 its candidate named and left to its own launch, which compiles it again and says why it
 cannot run (the tuner then skips that candidate and times the rest).
 
@@ -100,6 +102,7 @@ class Job:
     kwargs: dict
     grid: tuple
     candidate: str
+    target: object = None   # Triton's GPUTarget of the launching process; None: the pool process's own GPU
 
 
 def portable(value):
@@ -110,12 +113,21 @@ def portable(value):
     return value
 
 
-def job(kernel, call, candidate: str) -> Job:
-    """The Job of ``kernel`` launched as ``call`` = (args, kwargs, grid)."""
+def job(kernel, call, candidate: str, target=None) -> Job:
+    """The Job of ``kernel`` launched as ``call`` = (args, kwargs, grid) on ``target``."""
     args, kwargs, grid = call
     fn = getattr(kernel, "fn", kernel)
     return Job(fn.__module__, fn.__qualname__, tuple(portable(a) for a in args),
-               {k: portable(v) for k, v in kwargs.items()}, tuple(grid), candidate)
+               {k: portable(v) for k, v in kwargs.items()}, tuple(grid), candidate, target)
+
+
+def current_target():
+    """The GPU target Triton compiles for in this process, or None where it cannot say."""
+    try:
+        from triton.runtime.driver import driver
+        return driver.active.get_current_target()
+    except Exception:  # noqa: BLE001 - no GPU driver here: the pool's processes use their own
+        return None
 
 
 class _StandIn:
@@ -135,6 +147,43 @@ def _real(value):
 
 
 # --- in a pool process ---------------------------------------------------------------------
+
+class _TargetOnly:
+    """Triton's driver as a build needs it (Triton's JIT asks it for the device, its stream
+    and the target, then compiles for that target): the targets the jobs name, one device
+    number each; no CUDA call, so no context on the GPU that cases are timed on."""
+
+    def __init__(self):
+        self.targets: list = []
+        self.device = 0
+
+    def use(self, target) -> None:
+        if target not in self.targets:
+            self.targets.append(target)
+        self.device = self.targets.index(target)
+
+    def get_current_target(self):
+        return self.targets[self.device]
+
+    def get_current_device(self) -> int:
+        return self.device
+
+    def get_current_stream(self, device=None) -> int:
+        return 0
+
+
+_driver: _TargetOnly | None = None
+
+
+def _for_target(target) -> None:
+    global _driver
+    if target is None:
+        return
+    if _driver is None:
+        from triton.runtime.driver import driver
+        _driver = _TargetOnly()
+        driver.set_active(_driver)
+    _driver.use(target)
 
 def _watch_parent(parent: int) -> None:
     """Leave when the harness does: a pool process outliving it (killed) would wait forever."""
@@ -170,6 +219,7 @@ def build_one(j: Job) -> tuple:
             kernel = getattr(kernel, part)
         args = [_real(a) for a in j.args]
         kwargs = {k: _real(v) for k, v in j.kwargs.items()}
+        _for_target(j.target)
     except Exception as e:  # noqa: BLE001
         return ("error", "pool", f"{j.module}.{j.name} not found in a pool process: {type(e).__name__}: {e}")
     try:
@@ -238,11 +288,12 @@ class Pool:
                     return
                 conn.send(self.build(jobs))
 
-    def build(self, jobs: list[Job]) -> list[tuple]:
-        """Each job's result, in order; a job the pool could not run is a ``pool`` error."""
+    def build(self, jobs: list[Job]) -> list[tuple] | None:
+        """Each job's result, in order; a job the pool could not run is a ``pool`` error.
+        None once the pool has broken for good (RESTARTS)."""
         with self._lock:
             if self.broken:
-                return [("error", "pool", self.broken)] * len(jobs)
+                return None   # the client builds them itself
             executor = self.executor
         try:
             futures = [executor.submit(build_one, j) for j in jobs]
@@ -371,6 +422,10 @@ def build(jobs: list[Job]) -> list[tuple] | None:
         except (EOFError, OSError) as e:
             _Client.conn, _Client.unusable = None, f"the compile pool went away ({type(e).__name__}: {e})"
             say(_Client.unusable + "; candidates compile here, in threads")
+            return None
+        if answers is None:
+            _Client.unusable = "the compile pool broke for good (its reason is above); candidates compile here, in threads"
+            say(_Client.unusable)
             return None
     for i, answer in zip(sent, answers):
         results[i] = answer
