@@ -963,7 +963,8 @@ def test_a_row_space_builds_every_config_before_it_is_timed(monkeypatch):
     assert grid1 == (1000,) and args1 == ("x", 1000, 1000) and kw1["num_warps"] == 4
     assert grid2 == (500,) and kw2["PERSISTENT"] is True and kw2["STORE"] == ".cs"   # 500 tiles < 8 per SM x 132
     assert name1 == "rows=1 num_warps=4 persistent=False hints=plain (1000 rows)"   # the candidate, for reports
-    assert built[0][2][1][0] == ("y", 16, 16) and built[0][3][2] == "rows=2 num_warps=8 persistent=True hints=stream (16 rows)"
+    assert built[0][2][1][0] == ("y", 16, 16)
+    assert built[0][3][2] == "rows=2 num_warps=8 persistent=True hints=stream (16 rows)"
     assert triton_rows._noting.get() is None   # launches launch again afterwards
 
 

@@ -15,9 +15,10 @@ pointer on its dtype and whether its address is a multiple of 16, an integer on 
 (1, a multiple of 16, or neither), and keys the binary on the target, so the pool's build
 has the launch's cache key; a launch whose key differs compiles in its own process, as it
 would without the pool. The pool's processes never touch the GPU: they are given the target
-(a driver that knows only that: _TargetOnly), so they hold no CUDA context. A build that fails in the pool is reported with
-its candidate named and left to its own launch, which compiles it again and says why it
-cannot run (the tuner then skips that candidate and times the rest).
+(a driver that knows only that: _TargetOnly), so they hold no CUDA context. A build that
+fails in the pool is reported with its candidate named and left to its own launch, which
+compiles it again and says why it cannot run (the tuner then skips that candidate and
+times the rest).
 
 ``HARNESS_TRITON_COMPILE`` (the run's ``triton_compile``) picks how candidates are built
 before they are timed: ``processes`` (this pool), ``threads`` (in the case's own process,
@@ -424,7 +425,8 @@ def build(jobs: list[Job]) -> list[tuple] | None:
             say(_Client.unusable + "; candidates compile here, in threads")
             return None
         if answers is None:
-            _Client.unusable = "the compile pool broke for good (its reason is above); candidates compile here, in threads"
+            _Client.unusable = ("the compile pool broke for good (its reason is above); candidates compile here, "
+                                "in threads")
             say(_Client.unusable)
             return None
     for i, answer in zip(sent, answers):
