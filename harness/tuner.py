@@ -306,7 +306,8 @@ def tune(key, candidates: list[dict], bind, label: str, fingerprint: dict | None
     """The fastest of ``candidates`` for ``key``, by timing the launcher ``bind(config)``
     returns; once per process, and kept on disk (tuning_cache). One candidate is taken
     unmeasured. ``precompile(configs)``, where given, builds them all before the timing
-    starts (in parallel, where the framework can)."""
+    starts (in parallel, where the framework can); what it returns (a dict: how they were
+    built, the candidates that failed to) goes into the table as ``build``."""
     if key in _tuned:
         return _tuned[key]
     if len(candidates) == 1:
@@ -316,8 +317,7 @@ def tune(key, candidates: list[dict], bind, label: str, fingerprint: dict | None
         return remembered
     started = time.perf_counter()
     progress.phase(f"tuning {label}: {len(candidates)} configs")
-    if precompile:
-        precompile(candidates)
+    built = precompile(candidates) if precompile else None
     work = effort()
     rows = [{**cfg, "us": measure(bind(cfg), work.small_samples, work.small_seconds, unrunnable)} for cfg in candidates]
     timed = [r for r in rows if r["us"] is not None]
@@ -325,6 +325,8 @@ def tune(key, candidates: list[dict], bind, label: str, fingerprint: dict | None
         raise RuntimeError(f"no config ran for {label}: {candidates}")
     best = min(timed, key=lambda r: r["us"])
     table = {"candidates": rows, "search": search(), "seconds": round(time.perf_counter() - started, 3)}
+    if isinstance(built, dict):
+        table["build"] = built
     return _keep(key, entry, Tuned(config_of(best), table))
 
 
@@ -343,8 +345,10 @@ class RowSpace:
     part of ``toggle`` that applies to ``config``. ``scratch(rows)``: arguments for a batch
     of ``rows`` (the output last: its bits are digested); ``bind(config, args, rows)``: a
     launcher. ``cols``: the row length; ``row_bytes``: one scratch row's bytes, to size the ~256 MiB problem.
-    ``neutral``: the switches that change no bits. ``precompile(configs, args, rows)``:
-    build them all before they are timed (in parallel where the framework can).
+    ``neutral``: the switches that change no bits. ``precompile(configs, problems)``: build
+    them all, on each problem of ``problems`` ([(args, rows)]), before they are timed (in
+    parallel where the framework can); it may return a dict saying how (``how``) and which
+    candidates failed to build (``failed``), which the table keeps as ``build``.
     ``fingerprint``: what else the choice depends on (kernel source, this space, the
     framework's versions); None keeps nothing on disk."""
     label: str
@@ -362,6 +366,14 @@ class RowSpace:
     fingerprint: dict | None = None
     unrunnable: tuple = ()
     device: object = None
+
+
+def reported(build: dict, report) -> None:
+    """Fold a build step's report into a tuning's ``build``: how the last step built, and
+    every candidate that failed to, across the steps."""
+    if isinstance(report, dict):
+        build["how"] = report.get("how")
+        build.setdefault("failed", []).extend(report.get("failed", []))
 
 
 def _problems(space: RowSpace) -> dict:
@@ -409,13 +421,13 @@ def tune_rows(key, space: RowSpace) -> Tuned:
         c[problem] = measure(launcher(config_of(c), problem), *samples[problem], space.unrunnable)
 
     building = 0.0
+    build: dict = {}
 
     def precompile(configs, problems):
         nonlocal building
         if space.precompile and configs:
             began = time.perf_counter()
-            for p in problems:
-                space.precompile(configs, args[p], rows[p])
+            reported(build, space.precompile(configs, [(args[p], rows[p]) for p in problems]))
             building += time.perf_counter() - began
 
     def fresh(configs):   # not measured yet, each once
@@ -492,6 +504,8 @@ def tune_rows(key, space: RowSpace) -> Tuned:
                [rows["small_us"], fastest_of_its_bits(candidates, best, "small_us", space.neutral)]]
     table["seconds"] = round(time.perf_counter() - started, 3)
     table["seconds_building"] = round(building, 3)
+    if build:
+        table["build"] = build
     del args, launches
     return _keep(key, entry, Tuned(config_of(best), table, batches))
 
@@ -542,11 +556,12 @@ def for_batch(tuned: Tuned, key, rows: int, space: RowSpace) -> tuple[dict, dict
         work = effort()
         args = space.scratch(rows)
         measured: list[dict] = []
+        build: dict = {}
 
         def time_each(configs):
             configs = [cfg for cfg in configs if all(config_of(m) != cfg for m in measured)]
-            if space.precompile:
-                space.precompile(configs, args, rows)
+            if space.precompile and configs:
+                reported(build, space.precompile(configs, [(args, rows)]))
             for cfg in configs:
                 launch = space.bind(cfg, args, rows)
                 us = measure(launch, work.small_samples, work.small_seconds, space.unrunnable)
@@ -564,7 +579,8 @@ def for_batch(tuned: Tuned, key, rows: int, space: RowSpace) -> tuple[dict, dict
             time_each([{**lead, **a} for a in alternatives(lead)])
         best = fastest()
         config = {**config_of(best), "tuned_for_rows": rows}
-        batch = {"rows": rows, "candidates": measured, "seconds": round(time.perf_counter() - started, 3)}
+        batch = {"rows": rows, "candidates": measured, "seconds": round(time.perf_counter() - started, 3),
+                 **({"build": build} if build else {})}
         stamp = tuning_cache.store(entry, {"config": config, "batch": batch})["measured_at"] if entry else None
         _batch_choices[memo] = (config, {**batch, "source": "measured", "measured_at": stamp})
     config, batch = _batch_choices[memo]

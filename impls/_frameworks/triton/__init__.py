@@ -3,7 +3,8 @@ which the harness switches on itself: correct results, no timing claims.
 
 The package imports without Triton (the registry asks it whether it is usable); its
 modules, one job each, are imported by the impls:
-- launch: one bound launch per config, the arguments worked out once; parallel builds
+- launch: one bound launch per config, the arguments worked out once; builds before timing
+- pool: the processes that build a tuner's candidates side by side, for the whole run
 - occupancy: how many programs an SM runs, the persistent grid
 - elementwise: the 1-D kernels' tiles (copy, scale), tuned
 - rows: the row kernels' config space and launcher, tuned through harness.tuner
@@ -18,12 +19,35 @@ from harness.registry import OURS, Framework
 class Triton(Framework):
     name = "triton"
     role = OURS
+    # How a tuner's candidates are built before they are timed (pool.py): the run's pool of
+    # processes, threads of the case's process, or each at its first launch.
+    config_settings = {"triton_compile": ("HARNESS_TRITON_COMPILE", ("processes", "threads", "serial"))}
 
     def prepare(self, device):
         # Read by @triton.jit when the impl modules are imported: set it before that.
         if device.type == "cpu":
             os.environ.setdefault("TRITON_INTERPRET", "1")
             _round_bf16_like_the_gpu()
+        elif os.environ.get("HARNESS_TRITON_COMPILE_LOG"):
+            from impls._frameworks.triton import pool
+            try:
+                pool.log_compiles("case")
+            except ImportError:
+                pass
+
+    def warm(self, device, cases):
+        """The pool of build processes (pool.py) starts with the run, in the harness's
+        process, so that its processes have imported torch, Triton and the kernels' modules
+        when the first case tunes; it serves every case of the run, and a case process
+        started again after a crash. The pool uses the CPU only. Nothing on a CPU (the
+        interpreter compiles nothing) or unless triton_compile is ``processes``."""
+        from impls._frameworks.triton import pool
+        if device.type != "cuda" or os.environ.get("TRITON_INTERPRET") == "1" or pool.mode() != "processes":
+            return False
+        from harness import registry
+        known = registry.registered()
+        modules = sorted({known[k].bind.__module__ for k in ((c.op, c.impl, c.variant) for c in cases) if k in known})
+        return pool.start(modules)
 
     def unusable(self, device):
         try:

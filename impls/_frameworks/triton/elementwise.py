@@ -1,7 +1,7 @@
 """The 1-D kernels' tiles (copy, scale): one BLOCK-sized tile per program, tuned."""
 from harness import tuner
-from impls._frameworks.triton.launch import (HINTS, bound_launch, build_all, configured, fingerprint, interpreting,
-                                             unrunnable)
+from impls._frameworks.triton.launch import (HINTS, bound_launch, build_all, configured, describe, fingerprint,
+                                             interpreting, unrunnable)
 
 # 8 to 16 elements per thread: every thread has two to four independent 16-byte loads in
 # flight (the seed text's two knobs, vector width and loads per thread).
@@ -28,5 +28,5 @@ def launch_1d(kernel, args: tuple, n: int, key, device, extra: dict | None = Non
 
     tuned = tuner.tune(key, candidates, bind, f"Triton {' '.join(map(str, key))}",
                        fingerprint(kernel, {"candidates": candidates}), device, unrunnable=unrunnable(),
-                       precompile=lambda cfgs: build_all(kernel, map(call, cfgs)))
+                       precompile=lambda cfgs: build_all((kernel, call(c), describe(c)) for c in cfgs))
     return configured(bind(tuned.config), tuned.config, tuned.table)

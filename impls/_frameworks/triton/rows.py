@@ -9,8 +9,8 @@ PREFETCH, EARLY, ORDERED, RELOAD, the looped path ``loop_block``, a register cap
 import contextvars
 
 from harness import tuner
-from impls._frameworks.triton.launch import (HINTS, bound_launch, build_all, fingerprint, interpreting, next_pow2,
-                                             unrunnable)
+from impls._frameworks.triton.launch import (HINTS, bound_launch, build_all, describe, fingerprint, interpreting,
+                                             next_pow2, unrunnable)
 from impls._frameworks.triton.occupancy import FULL_OCCUPANCY_REGS, first_guess, persistent_programs
 
 # Rows up to this many elements stay in registers (one read of x); longer rows are
@@ -162,18 +162,21 @@ def row_launcher(kernel, cfg: dict, rows: int, device, *args, **constexprs):
 
 
 def precompile(bind):
-    """The tuner's build step for a row kernel bound by ``bind``: every config's kernel built
-    at once, in threads (launch.build_all)."""
-    def build(configs, args, rows):
-        builds = []
-        token = _noting.set(builds)
+    """The tuner's build step for a row kernel bound by ``bind``: every config's kernel, on
+    each of the tuning problems given as (args, rows), built at once before any is timed
+    (launch.build_all); returns build_all's report."""
+    def build(configs, problems):
+        builds, noted = [], []
+        token = _noting.set(noted)
         try:
-            for cfg in configs:
-                bind(cfg, args, rows)
+            for args, rows in problems:
+                for cfg in configs:
+                    first = len(noted)
+                    bind(cfg, args, rows)
+                    builds += [(kernel, call, f"{describe(cfg)} ({rows} rows)") for kernel, call in noted[first:]]
         finally:
             _noting.reset(token)
-        for kernel in {id(k): k for k, _ in builds}.values():
-            build_all(kernel, [call for k, call in builds if k is kernel])
+        return build_all(builds)
     return build
 
 

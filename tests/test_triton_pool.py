@@ -1,0 +1,128 @@
+"""The Triton compile pool (impls/_frameworks/triton/pool.py): the dispatch by
+triton_compile, the fallback when there is no pool, a stand-in tensor that Triton
+specialises as the tensor, and a real pool of processes building stand-in kernels (each
+candidate's failure named, the others built, a pool whose process died replaced)."""
+import json
+
+import pytest
+import torch
+
+from harness import registry
+from harness.runner import CaseSpec
+from impls._frameworks import triton as triton_framework
+from impls._frameworks.triton import launch as triton_launch
+from impls._frameworks.triton import pool
+from tests import pool_kernels
+
+
+@pytest.fixture
+def on_a_gpu(monkeypatch):
+    """build_all as on a GPU (no interpreter), with no pool of an earlier test reachable."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.delenv(pool.ADDRESS, raising=False)
+    pool.forget_connection()
+    yield monkeypatch
+    pool.stop()
+    pool.forget_connection()
+
+
+def _call(x, block=64):
+    return ((x, 7), {"BLOCK": block, "num_warps": 4, "LOAD": "evict_first"}, (3,))
+
+
+def test_a_stand_in_is_specialised_as_its_tensor():
+    """Triton's specialisation (its own native code) gives a pool process's stand-in the
+    type and alignment of the tensor it stands for: aligned and at an odd element offset."""
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.nvidia.compiler import CUDABackend
+    buf = torch.empty(64, dtype=torch.bfloat16)
+    for t in (buf, buf[1:], buf[8:], torch.empty(5, dtype=torch.float32)[3:]):
+        stand_in = pool._StandIn(pool.portable(t))
+        assert native_specialize_impl(CUDABackend, stand_in, False, True, True) == \
+            native_specialize_impl(CUDABackend, t, False, True, True)
+    assert native_specialize_impl(CUDABackend, pool._StandIn(pool.portable(buf[1:])), False, True, True)[1] == ""
+
+
+def test_build_all_goes_where_triton_compile_says(on_a_gpu):
+    sent, threaded = [], []
+    on_a_gpu.setattr(pool, "build", lambda jobs: sent.append(jobs) or [("ok", 0.1)] * len(jobs))
+    on_a_gpu.setattr(triton_launch, "_in_threads", threaded.append)
+    x = torch.empty(16)
+    builds = [(pool_kernels.good, _call(x), "rows=1 num_warps=4"), (pool_kernels.good, _call(x, 128), "rows=2")]
+    on_a_gpu.setenv("HARNESS_TRITON_COMPILE", "processes")
+    assert triton_launch.build_all(builds) == {"how": "processes", "failed": []}
+    assert [(j.module, j.name, j.candidate) for j in sent[0]] == [("tests.pool_kernels", "good", "rows=1 num_warps=4"),
+                                                                  ("tests.pool_kernels", "good", "rows=2")]
+    assert sent[0][0].args == (pool.Pointer("float32", x.data_ptr()), 7) and sent[0][1].kwargs["BLOCK"] == 128
+    on_a_gpu.setenv("HARNESS_TRITON_COMPILE", "threads")
+    assert triton_launch.build_all(builds) == {"how": "threads"} and threaded == [builds]
+    on_a_gpu.setenv("HARNESS_TRITON_COMPILE", "serial")
+    assert triton_launch.build_all(builds) == {"how": "serial"} and len(sent) == 1 and len(threaded) == 1
+    on_a_gpu.setenv("HARNESS_TRITON_COMPILE", "eager")
+    with pytest.raises(ValueError, match="HARNESS_TRITON_COMPILE='eager': use one of processes, threads, serial"):
+        triton_launch.build_all(builds)
+    on_a_gpu.setenv("TRITON_INTERPRET", "1")   # the interpreter compiles nothing
+    assert triton_launch.build_all(builds) is None
+
+
+def test_without_a_pool_the_candidates_build_in_threads_and_the_reason_is_said_once(on_a_gpu, capsys):
+    threaded = []
+    on_a_gpu.setattr(triton_launch, "_in_threads", threaded.append)
+    on_a_gpu.setenv("HARNESS_TRITON_COMPILE", "processes")
+    builds = [(pool_kernels.good, _call(torch.empty(4)), "a"), (pool_kernels.good, _call(torch.empty(4), 32), "b")]
+    assert triton_launch.build_all(builds) == {"how": "threads"}
+    assert triton_launch.build_all(builds) == {"how": "threads"} and len(threaded) == 2
+    err = capsys.readouterr().err
+    assert err.count("no compile pool") == 1 and "HARNESS_TRITON_POOL unset" in err
+    pool.forget_connection()
+    on_a_gpu.setenv(pool.ADDRESS, "/nonexistent/harness-triton-pool/socket")
+    assert triton_launch.build_all(builds) == {"how": "threads"}
+    assert "did not answer" in capsys.readouterr().err
+
+
+def test_the_pool_builds_each_candidate_and_names_those_it_cannot(on_a_gpu, tmp_path, capsys):
+    """A real pool of two processes, reached through its socket as a case's process reaches
+    it: a build gets the tensor's dtype and address, the constexprs and the grid; a
+    candidate that does not fit, or that a pool process cannot find, is reported with its
+    name and kind while the others build; a process that dies is a pool error for what it
+    held, and the pool is replaced for the next builds."""
+    out = tmp_path / "built.jsonl"
+    on_a_gpu.setenv("POOL_TEST_OUT", str(out))
+    on_a_gpu.setenv("HARNESS_TRITON_COMPILE", "processes")
+    assert pool.start(("tests.pool_kernels",), n=2)
+    x = torch.empty(33, dtype=torch.bfloat16)[1:]   # an odd element offset: not 16-byte aligned
+    report = triton_launch.build_all([(pool_kernels.good, _call(x), "first"),
+                                      (pool_kernels.too_big, _call(x, 4096), "too big"),
+                                      (pool_kernels.elsewhere, _call(x), "lost"),
+                                      (pool_kernels.good, _call(x, 128), "second")])
+    assert report["how"] == "processes"
+    assert [(f["candidate"], f["kind"]) for f in report["failed"]] == [("too big", "compile"), ("lost", "pool")]
+    assert "OutOfResources" in report["failed"][0]["error"] and "not found" in report["failed"][1]["error"]
+    err = capsys.readouterr().err
+    assert "too_big too big: not built in the compile pool (compile: OutOfResources" in err
+    built = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(b["kwargs"]["BLOCK"] for b in built) == [64, 128]
+    for b in built:
+        assert b["args"] == [{"dtype": "torch.bfloat16", "address": x.data_ptr()}, 7] and b["grid"] == [3]
+        assert b["kwargs"]["LOAD"] == "evict_first" and b["kwargs"]["num_warps"] == 4
+    report = triton_launch.build_all([(pool_kernels.dies, _call(x), "crashes")])
+    assert [(f["candidate"], f["kind"]) for f in report["failed"]] == [("crashes", "pool")]
+    report = triton_launch.build_all([(pool_kernels.good, _call(x, 256), "after")])
+    assert report == {"how": "processes", "failed": []}
+    assert json.loads(out.read_text().splitlines()[-1])["kwargs"]["BLOCK"] == 256
+
+
+def test_the_framework_starts_the_pool_with_the_run_on_a_gpu_only(monkeypatch):
+    started = []
+    monkeypatch.setattr(pool, "start", lambda modules: started.append(modules) or True)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")   # the kernels as the other CPU tests import them
+    registry.load_impls("rmsnorm", ["triton"])
+    monkeypatch.delenv("TRITON_INTERPRET")
+    cases = [CaseSpec("rmsnorm", "triton", "-", "float32", (4, 4096))]
+    fw = triton_framework.Triton()
+    monkeypatch.setenv("HARNESS_TRITON_COMPILE", "processes")
+    assert fw.warm(torch.device("cuda"), cases) is True
+    assert started == [["impls.rmsnorm.triton"]]
+    assert fw.warm(torch.device("cpu"), cases) is False
+    monkeypatch.setenv("HARNESS_TRITON_COMPILE", "threads")
+    assert fw.warm(torch.device("cuda"), cases) is False and len(started) == 1
