@@ -5,6 +5,12 @@ import torch
 
 # Keep the roof cache and the MLflow stores of the tests out of the user's home.
 os.environ.setdefault("HARNESS_CACHE", "/tmp/kernel-harness-test-cache")
+# Without a GPU, Triton runs under its interpreter, which Triton reads when it is imported:
+# set before any test module imports it (as the harness sets it before its impls import
+# Triton). Imported without it, every kernel of the process interpreted later fails ("Cannot
+# call @triton.jit'd outside of the scope of a kernel").
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 def pytest_collection_modifyitems(config, items):
