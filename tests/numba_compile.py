@@ -61,20 +61,25 @@ def signatures():
         yield f"sum atomic {t}", sum_._atomic, f"void({v}, {w}, int64, float32[::1], float32[::1], int32[::1], int64)"
         yield f"max partials {t}", max_._partials, f"void({v}, {w}, int64, float32[::1], int64)"
         yield f"max atomic {t}", max_._atomic, f"void({v}, {w}, int64, float32[::1], int32[::1], int32[::1], int64)"
-        yield f"rmsnorm {t}", rmsnorm._rmsnorm, f"void({r * 3}int64, int64, float32, int64, boolean)"
-        # Each softmax and LayerNorm variant is a kernel calling one shared body, which Numba types
-        # and lowers once per argument types with every branch in it (the variant is an int64
-        # argument there; NVVM folds it after inlining): on the CPU every variant is compiled for
-        # fp32, and one for the other types, which types and lowers the same body.
+        # The row kernels: for each op (and variant), one kernel for rows of whole, word-aligned
+        # chunks and one for any rows, over one body that Numba types and lowers once per argument
+        # types with every branch in it (the variant and row kind are arguments there, folded by
+        # NVVM after inlining): on the CPU every row kernel is compiled for fp32 and the whole-row
+        # kernel of each op for the other types, which types and lowers the same bodies; the
+        # others add NVVM time, not coverage.
         every = ON_GPU or t == "float32"
-        for name, kernel in (("on_chip", softmax._on_chip), ("three_pass", softmax._three_pass),
-                             ("online", softmax._online))[:None if every else 1]:
-            yield f"softmax {name} {t}", kernel, f"void({r * 2}int64, int64, int64)"
-        for name, kernel in (("welford", layernorm._welford), ("two_pass", layernorm._two_pass),
-                             ("naive", layernorm._naive))[:None if every else 1]:
-            yield f"layernorm {name} {t}", kernel, f"void({r * 4}int64, int64, float32, int64, boolean)"
-        yield (f"chain fused {t}", chain._fused,
-               f"void({r * 5}int64, int64, float32, int64, boolean)")
+        for kind, (norm, fused) in (("whole", (rmsnorm._rmsnorm_whole, chain._fused_whole)),
+                                    ("any", (rmsnorm._rmsnorm_any, chain._fused_any)))[:None if every else 1]:
+            yield f"rmsnorm {kind} {t}", norm, f"void({r * 3}int64, int64, float32, int64, boolean)"
+            yield f"chain fused {kind} {t}", fused, f"void({r * 5}int64, int64, float32, int64, boolean)"
+        for (algorithm, whole_rows), kernel in softmax.KERNELS.items():
+            if every or (whole_rows and algorithm == softmax.ON_CHIP):
+                yield f"softmax {softmax.NAMES[algorithm]} {'whole' if whole_rows else 'any'} {t}", kernel, \
+                    f"void({r * 2}int64, int64, int64)"
+        for (algorithm, whole_rows), kernel in layernorm.KERNELS.items():
+            if every or (whole_rows and algorithm == layernorm.WELFORD):
+                yield f"layernorm {layernorm.NAMES[algorithm]} {'whole' if whole_rows else 'any'} {t}", kernel, \
+                    f"void({r * 4}int64, int64, float32, int64, boolean)"
         yield f"chain step {t}", chain._step, f"void({v}, {w}, {v}, {w}, {v}, {w}, int64, int64, int64)"
     for t in ("int64", "int32", "int16"):
         yield f"copy {t}", copy._copy, f"void({t}[::1], {t}[::1], int64)"

@@ -185,29 +185,39 @@ def test_every_kernel_compiles_for_the_gpu():
         pytest.skip("no NVRTC or libnvvm for Numba to compile with (requirements-dev.txt's nvidia-cuda-nvrtc and "
                     f"a CUDA toolkit): {(proc.stdout + proc.stderr)[-500:]}")
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
-    assert proc.stdout.count("\nok ") + proc.stdout.startswith("ok ") >= 39, proc.stdout
+    assert proc.stdout.count("\nok ") + proc.stdout.startswith("ok ") >= 47, proc.stdout
 
 
-@pytest.mark.parametrize("op_name", ["rmsnorm", "layernorm"])
+ALIGNMENT_CASES = [("rmsnorm", registry.NO_VARIANT, 102), ("layernorm", "welford", 102),
+                   ("rmsnorm", registry.NO_VARIANT, 104), ("layernorm", "two_pass", 104), ("softmax", "three_pass", 104),
+                   ("rmsnorm_silu_mul_add", "fused", 104)]
+
+
+@pytest.mark.parametrize("op_name,variant,cols", ALIGNMENT_CASES, ids=lambda v: str(v))
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_a_row_s_bits_do_not_depend_on_its_alignment(op_name, dtype):
+def test_a_row_s_bits_do_not_depend_on_its_alignment(op_name, variant, cols, dtype):
     """The row kernels move whole aligned chunks as 8-byte words and the rest one element at
     a time, in the same order: the same rows at every element offset (word-aligned or not)
-    give the same bits (batch invariance across allocations). The 1-D reductions' chunks
-    start at the first aligned element, so their order, and bits, follow the address."""
+    give the same bits (batch invariance across allocations). At 104 columns the aligned
+    offset runs the kernel for whole rows (rows.whole) and the others the kernel for any rows:
+    the two give the same bits. The 1-D reductions' chunks start at the first aligned element,
+    so their order, and bits, follow the address."""
     spec = OPS[op_name]
     op = spec()
-    bind = registry.registered()[(op_name, "numba", "welford" if op_name == "layernorm" else registry.NO_VARIANT)].bind
-    shape = (5, 102)
+    bind = registry.registered()[(op_name, "numba", variant)].bind
+    shape = (5, cols)
     inputs = op.inputs(shape, getattr(torch, dtype), CPU, seed=7, case="random")
-    results = []
+    results, kinds = [], []
     for offset in range(4):
         moved = {k: _misaligned(v, offset) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
         out = op.make_output(moved)
-        if out.dim() > 0:
-            out = _misaligned(out, (offset + 1) % 4)
-        bind(**moved, out=out)()
+        if out.dim() > 0:   # offset 3: x misaligned, the output aligned (the kernel for any rows still)
+            out = _misaligned(out, offset and (offset + 1) % 4)
+        launch = bind(**moved, out=out)
+        kinds.append(launch.config["whole"])
+        launch()
         results.append(out.clone())
+    assert kinds == [cols % 4 == 0, False, False, False], kinds
     for offset, got in enumerate(results[1:], 1):
         assert torch.equal(got.view(-1).view(torch.uint8), results[0].view(-1).view(torch.uint8)), \
             f"{op_name} {dtype}: offset {offset} gave other bits than offset 0"

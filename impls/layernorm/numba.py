@@ -9,13 +9,14 @@ read once), else read again (from L2); 2·R·H·s + 2·H·s bytes.
   naive:    E[x²] - E[x]² in one pass: the negative control the large_mean inputs must fail.
 The group (and so the bits) is tuned per row length and dtype."""
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, int64, uint32
 
 from harness.registry import impl
-from impls._frameworks.numba.device import (CHUNK, cache_get, cache_put, group_sum, group_welford, inlined, row_load,
-                                            row_store, row_words, rsqrt, welford_merge)
+from impls._frameworks.numba.device import CHUNK, group_sum, group_welford, inlined, rsqrt, welford_merge
+from impls._frameworks.numba.rowchunks import (cache_base, cache_step, chunk_at, in_row, kept, load_step, put_chunk,
+                                               row_of, row_words, step_of)
 from impls._frameworks._launch import scratch
-from impls._frameworks.numba.rows import CHUNKS, UNROLL, grid, row_launcher, shared_bytes
+from impls._frameworks.numba.rows import CHUNKS, UNROLL, grid, row_launcher, shared_bytes, whole
 from impls._frameworks.numba.runtime import Launch, word_views
 
 WELFORD, TWO_PASS, NAIVE = 0, 1, 2
@@ -23,50 +24,42 @@ VARIANTS = {"welford": WELFORD, "two_pass": TWO_PASS, "naive": NAIVE}
 
 
 @inlined
-def _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, eps, group, cached, algorithm):
+def _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, eps, group, cached, algorithm, whole):
     cache = cuda.shared.array(0, float32)
     values = cuda.local.array(UNROLL, float32)
-    tid = cuda.threadIdx.x
-    lane, slot = tid % group, tid // group
-    row = cuda.blockIdx.x * (cuda.blockDim.x // group) + slot
-    end = cols if row < rows else 0      # a row past the batch still joins the block's reductions
-    start = row * cols
-    chunks = (cols + CHUNK - 1) // CHUNK
-    base = slot * chunks * CHUNK
+    lane, slot, n, start, chunks = row_of(group, rows, cols)
+    base = cache_base(slot, chunks)
     x_wide, x_word = row_words(x, xp, start)
-    n, mean, m2 = float32(0), float32(0), float32(0)     # naive: n, sum, sum of squares
-    c = lane * CHUNK
-    while c < end:
-        count = 0
-        for u in range(CHUNKS):
-            cu = c + u * group * CHUNK
-            values[4 * u], values[4 * u + 1], values[4 * u + 2], values[4 * u + 3] = row_load(
-                x, xw, x_wide, x_word, start, cu, end, float32(0))
-            count += max(0, min(CHUNK, end - cu))
+    in_registers = kept(chunks, group)
+    n_, mean, m2 = float32(0), float32(0), float32(0)     # naive: -, sum, sum of squares
+    k = lane
+    while k < chunks:
+        load_step(values, x, xw, x_wide, x_word, start, k, group, n, float32(0), cache, base, chunks, False, whole)
         step_sum = float32(0)
         for u in range(UNROLL):
             step_sum += values[u]
-        if cached:
-            for u in range(CHUNKS):
-                cache_put(cache, base, chunks, c + u * group * CHUNK, end, values[4 * u], values[4 * u + 1],
-                          values[4 * u + 2], values[4 * u + 3])
+        if cached and not in_registers:
+            cache_step(values, cache, base, chunks, k, group, n, whole)
         if algorithm == WELFORD:
+            count = 0
+            for u in range(CHUNKS):
+                count += max(0, min(CHUNK, int64(n) - int64(CHUNK) * int64(k + u * group)))
             step_mean = step_sum / float32(count)
             step_m2 = float32(0)
             for u in range(UNROLL):   # all UNROLL, masked: a constant trip count keeps values in registers
-                if c + (u // CHUNK) * group * CHUNK + u % CHUNK < end:
+                if in_row(k, u // CHUNK, group, u % CHUNK, n):
                     deviation = values[u] - step_mean
                     step_m2 += deviation * deviation
-            n, mean, m2 = welford_merge(n, mean, m2, float32(count), step_mean, step_m2)
+            n_, mean, m2 = welford_merge(n_, mean, m2, float32(count), step_mean, step_m2)
         elif algorithm == NAIVE:
             mean += step_sum
             for u in range(UNROLL):
                 m2 += values[u] * values[u]
         else:
             mean += step_sum
-        c += CHUNKS * group * CHUNK
+        k = uint32(k + step_of(group))
     if algorithm == WELFORD:
-        n, mean, m2 = group_welford(n, mean, m2, group)
+        n_, mean, m2 = group_welford(n_, mean, m2, group)
         variance = m2 / float32(cols)
     elif algorithm == NAIVE:
         mean = group_sum(mean, group) / float32(cols)
@@ -74,62 +67,48 @@ def _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, e
     else:
         mean = group_sum(mean, group) / float32(cols)
         squares = float32(0)
-        c = lane * CHUNK
-        while c < end:
-            for u in range(CHUNKS):
-                cu = c + u * group * CHUNK
-                if cached:
-                    v = cache_get(cache, base, chunks, cu, end, float32(0))
-                else:
-                    v = row_load(x, xw, x_wide, x_word, start, cu, end, float32(0))
-                values[4 * u], values[4 * u + 1], values[4 * u + 2], values[4 * u + 3] = v
+        k = lane
+        while k < chunks:
+            if not in_registers:
+                load_step(values, x, xw, x_wide, x_word, start, k, group, n, float32(0), cache, base, chunks, cached,
+                          whole)
             for u in range(UNROLL):
-                if c + (u // CHUNK) * group * CHUNK + u % CHUNK < end:
+                if in_row(k, u // CHUNK, group, u % CHUNK, n):
                     deviation = values[u] - mean
                     squares += deviation * deviation
-            c += CHUNKS * group * CHUNK
+            k = uint32(k + step_of(group))
         variance = group_sum(squares, group) / float32(cols)
     rstd = rsqrt(variance + eps)
     y_wide, y_word = row_words(y, yp, start)
     w_wide, w_word = row_words(weight, wp, 0)
     b_wide, b_word = row_words(bias, bp, 0)
-    c = lane * CHUNK
-    while c < end:
+    k = lane
+    while k < chunks:
+        if not in_registers:
+            load_step(values, x, xw, x_wide, x_word, start, k, group, n, float32(0), cache, base, chunks, cached, whole)
         for u in range(CHUNKS):
-            cu = c + u * group * CHUNK
-            if cached:
-                v = cache_get(cache, base, chunks, cu, end, float32(0))
-            else:
-                v = row_load(x, xw, x_wide, x_word, start, cu, end, float32(0))
-            values[4 * u], values[4 * u + 1], values[4 * u + 2], values[4 * u + 3] = v
-        for u in range(CHUNKS):
-            cu = c + u * group * CHUNK
-            g0, g1, g2, g3 = row_load(weight, ww, w_wide, w_word, 0, cu, end, float32(0))
-            b0, b1, b2, b3 = row_load(bias, bw, b_wide, b_word, 0, cu, end, float32(0))
+            ku = uint32(k + uint32(u * group))
+            g0, g1, g2, g3 = chunk_at(weight, ww, w_wide, w_word, 0, ku, n, float32(0), whole)
+            b0, b1, b2, b3 = chunk_at(bias, bw, b_wide, b_word, 0, ku, n, float32(0), whole)
             i = 4 * u
-            row_store(y, yw, y_wide, y_word, start, cu, end, (values[i] - mean) * rstd * g0 + b0,
+            put_chunk(y, yw, y_wide, y_word, start, ku, n, (values[i] - mean) * rstd * g0 + b0,
                       (values[i + 1] - mean) * rstd * g1 + b1, (values[i + 2] - mean) * rstd * g2 + b2,
-                      (values[i + 3] - mean) * rstd * g3 + b3)
-        c += CHUNKS * group * CHUNK
+                      (values[i + 3] - mean) * rstd * g3 + b3, whole)
+        k = uint32(k + step_of(group))
 
 
-# One kernel per variant, its algorithm a constant of its code.
-@cuda.jit(cache=True)
-def _welford(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, eps, group, cached):
-    _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, eps, group, cached, WELFORD)
+# One kernel per variant and row kind (rows.whole: whole, word-aligned chunks, or any rows),
+# both constants of its code.
+def _kernel(algorithm, whole_rows):
+    def kernel(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, eps, group, cached):
+        _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, eps, group, cached, algorithm,
+                   whole_rows)
+    kernel.__name__ = kernel.__qualname__ = f"_{NAMES[algorithm]}{'_whole' if whole_rows else ''}"
+    return cuda.jit(cache=True)(kernel)
 
 
-@cuda.jit(cache=True)
-def _two_pass(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, eps, group, cached):
-    _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, eps, group, cached, TWO_PASS)
-
-
-@cuda.jit(cache=True)
-def _naive(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, eps, group, cached):
-    _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, eps, group, cached, NAIVE)
-
-
-KERNELS = {WELFORD: _welford, TWO_PASS: _two_pass, NAIVE: _naive}
+NAMES = {v: k for k, v in VARIANTS.items()}
+KERNELS = {(algorithm, w): _kernel(algorithm, w) for algorithm in NAMES for w in (True, False)}
 
 
 def _register(variant: str, algorithm: int):
@@ -138,7 +117,7 @@ def _register(variant: str, algorithm: int):
         cols = x.shape[1]
 
         def make(config, args, rows):
-            return Launch(KERNELS[algorithm], grid(config, rows), config["threads"],
+            return Launch(KERNELS[algorithm, whole(args, cols)], grid(config, rows), config["threads"],
                           (*word_views(*args), rows, cols, np.float32(eps), config["group"], config["cached"]),
                           shared_bytes(config, cols), device=x.device)
         return row_launcher(("layernorm", variant), f"layernorm {variant}", (x, weight, bias, out),

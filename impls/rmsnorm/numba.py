@@ -1,78 +1,78 @@
 """Numba RMSNorm: y = x · rsqrt(mean(x²) + eps) · g; 2·R·H·s + H·s bytes. A group of threads
 per row (several rows a block when short; rows.py), CHUNKS chunks of 4 columns in flight per
-thread as 8-byte words, the sum of squares in fp32, the row kept in shared memory for its
-second pass where it fits (x read once), else read again (from L2). Rows are indexed flat
-(row · cols + column). The group is tuned per row length and dtype."""
+thread as 8-byte words, the sum of squares in fp32. x is read once where one step of the group
+covers the row (its values stay in registers) or where the row fits in shared memory (kept
+there for the second pass), else read again (from L2). Rows are indexed flat (row · cols +
+column). The group is tuned per row length and dtype."""
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, uint32
 
 from harness.registry import impl
 from impls._frameworks._launch import scratch
-from impls._frameworks.numba.device import (CHUNK, cache_get, cache_put, group_sum, row_load, row_store, row_words,
-                                            rsqrt)
-from impls._frameworks.numba.rows import CHUNKS, UNROLL, grid, row_launcher, shared_bytes
+from impls._frameworks.numba.device import group_sum, inlined, rsqrt
+from impls._frameworks.numba.rowchunks import (cache_base, cache_step, chunk_at, kept, load_step, put_chunk, row_of,
+                                               row_words, step_of)
+from impls._frameworks.numba.rows import CHUNKS, UNROLL, grid, row_launcher, shared_bytes, whole
 from impls._frameworks.numba.runtime import Launch, word_views
 
 
-@cuda.jit(device=True)
-def row_rstd(x, xw, xp, start, end, cols, eps, group, lane, cache, base, cached):
+@inlined
+def row_rstd(values, x, xw, x_wide, x_word, start, n, chunks, cols, eps, group, lane, cache, base, cached, whole):
     """rsqrt(mean(x²) + eps) of the row at flat element ``start`` (every thread of its group
-    gets it); the row into its cache slots (device.cache_put) when ``cached``."""
-    values = cuda.local.array(UNROLL, float32)
-    wide, word = row_words(x, xp, start)
-    chunks = (cols + CHUNK - 1) // CHUNK
+    gets it); the row into its cache (rowchunks.cache_put) when ``cached``. Where one step
+    covers the row (rowchunks.kept), ``values`` holds this thread's chunks after it."""
     squares = float32(0)
-    c = lane * CHUNK
-    while c < end:
-        for u in range(CHUNKS):
-            values[4 * u], values[4 * u + 1], values[4 * u + 2], values[4 * u + 3] = row_load(
-                x, xw, wide, word, start, c + u * group * CHUNK, end, float32(0))
+    in_registers = kept(chunks, group)
+    k = lane
+    while k < chunks:
+        load_step(values, x, xw, x_wide, x_word, start, k, group, n, float32(0), cache, base, chunks, False, whole)
         for u in range(UNROLL):
             squares += values[u] * values[u]
-        if cached:
-            for u in range(CHUNKS):
-                cache_put(cache, base, chunks, c + u * group * CHUNK, end, values[4 * u], values[4 * u + 1],
-                          values[4 * u + 2], values[4 * u + 3])
-        c += CHUNKS * group * CHUNK
+        if cached and not in_registers:
+            cache_step(values, cache, base, chunks, k, group, n, whole)
+        k = uint32(k + step_of(group))
     total = group_sum(squares, group)
     return rsqrt(total / float32(cols) + eps)
 
 
-@cuda.jit(cache=True)
-def _rmsnorm(x, xw, xp, weight, ww, wp, y, yw, yp, rows, cols, eps, group, cached):
+@inlined
+def _rmsnorm(x, xw, xp, weight, ww, wp, y, yw, yp, rows, cols, eps, group, cached, whole):
     cache = cuda.shared.array(0, float32)
-    tid = cuda.threadIdx.x
-    lane, slot = tid % group, tid // group
-    row = cuda.blockIdx.x * (cuda.blockDim.x // group) + slot
-    end = cols if row < rows else 0      # a row past the batch still joins the block's reductions
-    start = row * cols
-    chunks = (cols + CHUNK - 1) // CHUNK
-    base = slot * chunks * CHUNK
-    rstd = row_rstd(x, xw, xp, start, end, cols, eps, group, lane, cache, base, cached)
+    values = cuda.local.array(UNROLL, float32)
+    lane, slot, n, start, chunks = row_of(group, rows, cols)
+    base = cache_base(slot, chunks)
     x_wide, x_word = row_words(x, xp, start)
+    rstd = row_rstd(values, x, xw, x_wide, x_word, start, n, chunks, cols, eps, group, lane, cache, base, cached, whole)
     y_wide, y_word = row_words(y, yp, start)
     w_wide, w_word = row_words(weight, wp, 0)
-    values = cuda.local.array(UNROLL, float32)
-    c = lane * CHUNK
-    while c < end:
+    in_registers = kept(chunks, group)
+    k = lane
+    while k < chunks:
+        if not in_registers:
+            load_step(values, x, xw, x_wide, x_word, start, k, group, n, float32(0), cache, base, chunks, cached, whole)
         for u in range(CHUNKS):
-            cu = c + u * group * CHUNK
-            if cached:
-                v = cache_get(cache, base, chunks, cu, end, float32(0))
-            else:
-                v = row_load(x, xw, x_wide, x_word, start, cu, end, float32(0))
-            values[4 * u], values[4 * u + 1], values[4 * u + 2], values[4 * u + 3] = v
-        for u in range(CHUNKS):
-            cu = c + u * group * CHUNK
-            g0, g1, g2, g3 = row_load(weight, ww, w_wide, w_word, 0, cu, end, float32(0))
-            row_store(y, yw, y_wide, y_word, start, cu, end, values[4 * u] * rstd * g0,
-                      values[4 * u + 1] * rstd * g1, values[4 * u + 2] * rstd * g2, values[4 * u + 3] * rstd * g3)
-        c += CHUNKS * group * CHUNK
+            ku = uint32(k + uint32(u * group))
+            g0, g1, g2, g3 = chunk_at(weight, ww, w_wide, w_word, 0, ku, n, float32(0), whole)
+            put_chunk(y, yw, y_wide, y_word, start, ku, n, values[4 * u] * rstd * g0, values[4 * u + 1] * rstd * g1,
+                      values[4 * u + 2] * rstd * g2, values[4 * u + 3] * rstd * g3, whole)
+        k = uint32(k + step_of(group))
+
+
+# Two kernels over one body: rows of whole, word-aligned chunks (rows.whole) and any rows.
+@cuda.jit(cache=True)
+def _rmsnorm_whole(x, xw, xp, weight, ww, wp, y, yw, yp, rows, cols, eps, group, cached):
+    _rmsnorm(x, xw, xp, weight, ww, wp, y, yw, yp, rows, cols, eps, group, cached, True)
+
+
+@cuda.jit(cache=True)
+def _rmsnorm_any(x, xw, xp, weight, ww, wp, y, yw, yp, rows, cols, eps, group, cached):
+    _rmsnorm(x, xw, xp, weight, ww, wp, y, yw, yp, rows, cols, eps, group, cached, False)
 
 
 def launcher(x, weight, eps, y, config, rows):
     cols = x.shape[1]
-    return Launch(_rmsnorm, grid(config, rows), config["threads"],
+    kernel = _rmsnorm_whole if whole((x, weight, y), cols) else _rmsnorm_any
+    return Launch(kernel, grid(config, rows), config["threads"],
                   (*word_views(x, weight, y), rows, cols, np.float32(eps), config["group"], config["cached"]),
                   shared_bytes(config, cols), device=x.device)
 

@@ -6,69 +6,77 @@
            intermediate rounded to the dtype, written and read back (~10·R·H·s bytes)."""
 import numpy as np
 import torch
-from numba import cuda, float32
+from numba import cuda, float32, uint32
 
 from harness.registry import impl
 from impls._frameworks._launch import configured, scratch
-from impls._frameworks.numba.device import (CHUNK, cache_get, chunk_load, chunk_store, end_element, flat_span, load,
-                                            per_word, row_load, row_store, row_words, silu, store)
+from impls._frameworks.numba.device import (CHUNK, chunk_load, chunk_store, end_element, flat_span, inlined, load,
+                                            per_word, silu, store)
 from impls._frameworks.numba.launch import CHUNKS as FLAT_CHUNKS
 from impls._frameworks.numba.launch import blocks_for, tuned, with_grid
-from impls._frameworks.numba.rows import grid, row_launcher, shared_bytes
+from impls._frameworks.numba.rowchunks import (cache_base, chunk_at, kept, load_step, put_chunk, row_of, row_words,
+                                               step_of)
+from impls._frameworks.numba.rows import CHUNKS, UNROLL, grid, row_launcher, shared_bytes, whole
 from impls._frameworks.numba.runtime import SIMULATED, Launch, flat_words, word_views
 from impls.rmsnorm.numba import bind as rmsnorm_bind
 from impls.rmsnorm.numba import row_rstd
 
 SILU, MUL, ADD = 0, 1, 2
-# Chunks in flight per thread in the fused kernel's output pass: x, u and r, 8 columns of each
-# (24 values) stay in registers; rows.CHUNKS (48 values) put bf16's in local memory (ptxas:
-# a 192-byte stack frame) and fp32's at 118 registers.
-FUSED_CHUNKS = 2
-FUSED_UNROLL = 8
+# The output pass takes a step's CHUNKS chunks of x (kept from the first pass where one step
+# covers the row) in halves: u and r for HALF chunks at a time (8 values of each) beside x's
+# 16 stay in registers; all four chunks of u and r at once (48 values) put bf16's in local
+# memory (ptxas: a 192-byte stack frame) and fp32's at 118 registers.
+HALF = 2
+HALF_VALUES = HALF * 4      # a local array's size must be a constant
 
 
-@cuda.jit(cache=True)
-def _fused(x, xw, xp, weight, ww, wp, u, uw, up, r, rw, rp, y, yw, yp, rows, cols, eps, group, cached):
+@inlined
+def _fused(x, xw, xp, weight, ww, wp, u, uw, up, r, rw, rp, y, yw, yp, rows, cols, eps, group, cached, whole):
     cache = cuda.shared.array(0, float32)
-    tid = cuda.threadIdx.x
-    lane, slot = tid % group, tid // group
-    row = cuda.blockIdx.x * (cuda.blockDim.x // group) + slot
-    end = cols if row < rows else 0      # a row past the batch still joins the block's reductions
-    start = row * cols
-    chunks = (cols + CHUNK - 1) // CHUNK
-    base = slot * chunks * CHUNK
-    rstd = row_rstd(x, xw, xp, start, end, cols, eps, group, lane, cache, base, cached)
+    values = cuda.local.array(UNROLL, float32)
+    gates = cuda.local.array(HALF_VALUES, float32)
+    residuals = cuda.local.array(HALF_VALUES, float32)
+    lane, slot, n, start, chunks = row_of(group, rows, cols)
+    base = cache_base(slot, chunks)
     x_wide, x_word = row_words(x, xp, start)
+    rstd = row_rstd(values, x, xw, x_wide, x_word, start, n, chunks, cols, eps, group, lane, cache, base, cached, whole)
     u_wide, u_word = row_words(u, up, start)
     r_wide, r_word = row_words(r, rp, start)
     y_wide, y_word = row_words(y, yp, start)
     w_wide, w_word = row_words(weight, wp, 0)
-    values = cuda.local.array(FUSED_UNROLL, float32)
-    gates = cuda.local.array(FUSED_UNROLL, float32)
-    residuals = cuda.local.array(FUSED_UNROLL, float32)
-    c = lane * CHUNK
-    while c < end:
-        for k in range(FUSED_CHUNKS):
-            ck = c + k * group * CHUNK
-            if cached:
-                v = cache_get(cache, base, chunks, ck, end, float32(0))
-            else:
-                v = row_load(x, xw, x_wide, x_word, start, ck, end, float32(0))
-            values[4 * k], values[4 * k + 1], values[4 * k + 2], values[4 * k + 3] = v
-            gates[4 * k], gates[4 * k + 1], gates[4 * k + 2], gates[4 * k + 3] = row_load(
-                u, uw, u_wide, u_word, start, ck, end, float32(0))
-            residuals[4 * k], residuals[4 * k + 1], residuals[4 * k + 2], residuals[4 * k + 3] = row_load(
-                r, rw, r_wide, r_word, start, ck, end, float32(0))
-        for k in range(FUSED_CHUNKS):
-            ck = c + k * group * CHUNK
-            g0, g1, g2, g3 = row_load(weight, ww, w_wide, w_word, 0, ck, end, float32(0))
-            i = 4 * k
-            row_store(y, yw, y_wide, y_word, start, ck, end,
-                      silu(values[i] * rstd * g0) * gates[i] + residuals[i],
-                      silu(values[i + 1] * rstd * g1) * gates[i + 1] + residuals[i + 1],
-                      silu(values[i + 2] * rstd * g2) * gates[i + 2] + residuals[i + 2],
-                      silu(values[i + 3] * rstd * g3) * gates[i + 3] + residuals[i + 3])
-        c += FUSED_CHUNKS * group * CHUNK
+    in_registers = kept(chunks, group)
+    k = lane
+    while k < chunks:
+        if not in_registers:
+            load_step(values, x, xw, x_wide, x_word, start, k, group, n, float32(0), cache, base, chunks, cached, whole)
+        for h in range(CHUNKS // HALF):
+            for j in range(HALF):
+                kj = uint32(k + uint32((h * HALF + j) * group))
+                gates[4 * j], gates[4 * j + 1], gates[4 * j + 2], gates[4 * j + 3] = chunk_at(
+                    u, uw, u_wide, u_word, start, kj, n, float32(0), whole)
+                residuals[4 * j], residuals[4 * j + 1], residuals[4 * j + 2], residuals[4 * j + 3] = chunk_at(
+                    r, rw, r_wide, r_word, start, kj, n, float32(0), whole)
+            for j in range(HALF):
+                kj = uint32(k + uint32((h * HALF + j) * group))
+                g0, g1, g2, g3 = chunk_at(weight, ww, w_wide, w_word, 0, kj, n, float32(0), whole)
+                i, o = 4 * (h * HALF + j), 4 * j
+                put_chunk(y, yw, y_wide, y_word, start, kj, n,
+                          silu(values[i] * rstd * g0) * gates[o] + residuals[o],
+                          silu(values[i + 1] * rstd * g1) * gates[o + 1] + residuals[o + 1],
+                          silu(values[i + 2] * rstd * g2) * gates[o + 2] + residuals[o + 2],
+                          silu(values[i + 3] * rstd * g3) * gates[o + 3] + residuals[o + 3], whole)
+        k = uint32(k + step_of(group))
+
+
+# Two kernels over one body: rows of whole, word-aligned chunks (rows.whole) and any rows.
+@cuda.jit(cache=True)
+def _fused_whole(x, xw, xp, weight, ww, wp, u, uw, up, r, rw, rp, y, yw, yp, rows, cols, eps, group, cached):
+    _fused(x, xw, xp, weight, ww, wp, u, uw, up, r, rw, rp, y, yw, yp, rows, cols, eps, group, cached, True)
+
+
+@cuda.jit(cache=True)
+def _fused_any(x, xw, xp, weight, ww, wp, u, uw, up, r, rw, rp, y, yw, yp, rows, cols, eps, group, cached):
+    _fused(x, xw, xp, weight, ww, wp, u, uw, up, r, rw, rp, y, yw, yp, rows, cols, eps, group, cached, False)
 
 
 @cuda.jit(cache=True)
@@ -110,7 +118,8 @@ def bind_fused(x, weight, u, r, eps, out):
     cols = x.shape[1]
 
     def make(config, args, rows):
-        return Launch(_fused, grid(config, rows), config["threads"],
+        kernel = _fused_whole if whole(args, cols) else _fused_any
+        return Launch(kernel, grid(config, rows), config["threads"],
                       (*word_views(*args), rows, cols, np.float32(eps), config["group"], config["cached"]),
                       shared_bytes(config, cols), device=x.device)
     return row_launcher(("rmsnorm_silu_mul_add", "fused"), "rmsnorm_silu_mul_add fused", (x, weight, u, r, out),

@@ -10,13 +10,14 @@ indexed flat, exp in fp32; 2·R·C·s bytes.
 The group (and so the bits) is tuned per row length and dtype."""
 import math
 
-from numba import cuda, float32
+from numba import cuda, float32, uint32
 
 from harness.registry import impl
-from impls._frameworks.numba.device import (CHUNK, NEG_INF, cache_get, cache_put, group_max, group_online, group_sum,
-                                            inlined, max_nan, online_add, row_load, row_store, row_words)
+from impls._frameworks.numba.device import NEG_INF, group_max, group_online, group_sum, inlined, max_nan, online_add
+from impls._frameworks.numba.rowchunks import (cache_base, cache_step, kept, load_step, put_chunk, row_of,
+                                               row_words, step_of)
 from impls._frameworks._launch import scratch
-from impls._frameworks.numba.rows import CHUNKS, UNROLL, grid, row_launcher, shared_bytes
+from impls._frameworks.numba.rows import CHUNKS, UNROLL, grid, row_launcher, shared_bytes, whole
 from impls._frameworks.numba.runtime import Launch, word_views
 
 THREE_PASS, ONLINE, ON_CHIP = 0, 1, 2
@@ -24,99 +25,79 @@ VARIANTS = {"three_pass": THREE_PASS, "online": ONLINE, "on_chip": ON_CHIP}
 
 
 @inlined
-def _softmax(x, xw, xp, y, yw, yp, rows, cols, group, cached, algorithm):
+def _softmax(x, xw, xp, y, yw, yp, rows, cols, group, cached, algorithm, whole):
     cache = cuda.shared.array(0, float32)
     values = cuda.local.array(UNROLL, float32)
-    tid = cuda.threadIdx.x
-    lane, slot = tid % group, tid // group
-    row = cuda.blockIdx.x * (cuda.blockDim.x // group) + slot
-    end = cols if row < rows else 0      # a row past the batch still joins the block's reductions
-    start = row * cols
-    chunks = (cols + CHUNK - 1) // CHUNK
-    base = slot * chunks * CHUNK
+    lane, slot, n, start, chunks = row_of(group, rows, cols)
+    base = cache_base(slot, chunks)
     x_wide, x_word = row_words(x, xp, start)
     y_wide, y_word = row_words(y, yp, start)
+    in_registers = kept(chunks, group)
     # First pass: the max (and, online, the sum of exp(x - max) as the max grows).
     m, d = NEG_INF, float32(0)
-    c = lane * CHUNK
-    while c < end:
-        for u in range(CHUNKS):
-            values[4 * u], values[4 * u + 1], values[4 * u + 2], values[4 * u + 3] = row_load(
-                x, xw, x_wide, x_word, start, c + u * group * CHUNK, end, NEG_INF)
+    k = lane
+    while k < chunks:
+        load_step(values, x, xw, x_wide, x_word, start, k, group, n, NEG_INF, cache, base, chunks, False, whole)
         for u in range(UNROLL):
             if algorithm == ONLINE:
                 m, d = online_add(m, d, values[u])
             else:
                 m = max_nan(m, values[u])
-        if cached:
-            for u in range(CHUNKS):
-                cache_put(cache, base, chunks, c + u * group * CHUNK, end, values[4 * u], values[4 * u + 1],
-                          values[4 * u + 2], values[4 * u + 3])
-        c += CHUNKS * group * CHUNK
+        if cached and not in_registers:
+            cache_step(values, cache, base, chunks, k, group, n, whole)
+        k = uint32(k + step_of(group))
     if algorithm == ONLINE:
         m, d = group_online(m, d, group)
     else:
         m = group_max(m, group)
-        # Second pass: the sum of exp(x - max), from the cache or from x again.
-        c = lane * CHUNK
-        while c < end:
-            for u in range(CHUNKS):
-                cu = c + u * group * CHUNK
-                if cached:
-                    v = cache_get(cache, base, chunks, cu, end, NEG_INF)
-                else:
-                    v = row_load(x, xw, x_wide, x_word, start, cu, end, NEG_INF)
-                values[4 * u], values[4 * u + 1], values[4 * u + 2], values[4 * u + 3] = v
+        # Second pass: the sum of exp(x - max), from registers, the cache or x again; what is
+        # kept (registers, cache) becomes exp(x - max).
+        k = lane
+        while k < chunks:
+            if not in_registers:
+                load_step(values, x, xw, x_wide, x_word, start, k, group, n, NEG_INF, cache, base, chunks, cached,
+                          whole)
+            # Unmasked: a column past the row is -inf (load_step's fill), its exp(-inf - m) = 0
+            # adds nothing to d (where m is -inf or NaN every term is NaN, masked or not).
             for u in range(UNROLL):
-                if c + (u // CHUNK) * group * CHUNK + u % CHUNK < end:
-                    values[u] = math.exp(values[u] - m)
-                    d += values[u]
-            if cached:
-                for u in range(CHUNKS):
-                    cache_put(cache, base, chunks, c + u * group * CHUNK, end, values[4 * u], values[4 * u + 1],
-                              values[4 * u + 2], values[4 * u + 3])
-            c += CHUNKS * group * CHUNK
+                values[u] = math.exp(values[u] - m)
+                d += values[u]
+            if cached and not in_registers:
+                cache_step(values, cache, base, chunks, k, group, n, whole)
+            k = uint32(k + step_of(group))
         d = group_sum(d, group)
-    # Last pass: exp(x - max) / sum.
+    # Last pass: exp(x - max) / sum (kept values are exp(x - max) already, but online's).
     scale = float32(1) / d
-    c = lane * CHUNK
-    while c < end:
+    exps = algorithm != ONLINE and (cached or in_registers)
+    k = lane
+    while k < chunks:
+        if not in_registers:
+            load_step(values, x, xw, x_wide, x_word, start, k, group, n, NEG_INF, cache, base, chunks, cached, whole)
         for u in range(CHUNKS):
-            cu = c + u * group * CHUNK
-            if cached:
-                v = cache_get(cache, base, chunks, cu, end, float32(0))
+            ku = uint32(k + uint32(u * group))
+            if exps:
+                put_chunk(y, yw, y_wide, y_word, start, ku, n, values[4 * u] * scale, values[4 * u + 1] * scale,
+                          values[4 * u + 2] * scale, values[4 * u + 3] * scale, whole)
             else:
-                v = row_load(x, xw, x_wide, x_word, start, cu, end, NEG_INF)
-            values[4 * u], values[4 * u + 1], values[4 * u + 2], values[4 * u + 3] = v
-        for u in range(CHUNKS):
-            cu = c + u * group * CHUNK
-            if cached:
-                row_store(y, yw, y_wide, y_word, start, cu, end, values[4 * u] * scale, values[4 * u + 1] * scale,
-                          values[4 * u + 2] * scale, values[4 * u + 3] * scale)
-            else:
-                row_store(y, yw, y_wide, y_word, start, cu, end, math.exp(values[4 * u] - m) * scale,
+                put_chunk(y, yw, y_wide, y_word, start, ku, n, math.exp(values[4 * u] - m) * scale,
                           math.exp(values[4 * u + 1] - m) * scale, math.exp(values[4 * u + 2] - m) * scale,
-                          math.exp(values[4 * u + 3] - m) * scale)
-        c += CHUNKS * group * CHUNK
+                          math.exp(values[4 * u + 3] - m) * scale, whole)
+        k = uint32(k + step_of(group))
 
 
-# One kernel per variant, its algorithm and whether the row is cached constants of its code.
-@cuda.jit(cache=True)
-def _three_pass(x, xw, xp, y, yw, yp, rows, cols, group):
-    _softmax(x, xw, xp, y, yw, yp, rows, cols, group, False, THREE_PASS)
+# One kernel per variant and row kind (rows.whole: whole, word-aligned chunks, or any rows),
+# the algorithm, whether the row is cached and the row kind constants of its code.
+def _kernel(algorithm, whole_rows):
+    on_chip = algorithm == ON_CHIP
+
+    def kernel(x, xw, xp, y, yw, yp, rows, cols, group):
+        _softmax(x, xw, xp, y, yw, yp, rows, cols, group, on_chip, algorithm, whole_rows)
+    kernel.__name__ = kernel.__qualname__ = f"_{NAMES[algorithm]}{'_whole' if whole_rows else ''}"
+    return cuda.jit(cache=True)(kernel)
 
 
-@cuda.jit(cache=True)
-def _online(x, xw, xp, y, yw, yp, rows, cols, group):
-    _softmax(x, xw, xp, y, yw, yp, rows, cols, group, False, ONLINE)
-
-
-@cuda.jit(cache=True)
-def _on_chip(x, xw, xp, y, yw, yp, rows, cols, group):
-    _softmax(x, xw, xp, y, yw, yp, rows, cols, group, True, ON_CHIP)
-
-
-KERNELS = {THREE_PASS: _three_pass, ONLINE: _online, ON_CHIP: _on_chip}
+NAMES = {v: k for k, v in VARIANTS.items()}
+KERNELS = {(algorithm, w): _kernel(algorithm, w) for algorithm in NAMES for w in (True, False)}
 
 
 def _register(variant: str, algorithm: int):
@@ -127,10 +108,10 @@ def _register(variant: str, algorithm: int):
         cols = x.shape[1]
 
         def make(config, args, rows):
-            if on_chip and not config["cached"]:
+            if on_chip and not (config["cached"] or config["kept"]):
                 raise ValueError(f"softmax on_chip: a {cols}-column row does not fit in 48 KiB of shared memory "
                                  "as fp32; the three_pass and online variants take it")
-            return Launch(KERNELS[algorithm], grid(config, rows), config["threads"],
+            return Launch(KERNELS[algorithm, whole(args, cols)], grid(config, rows), config["threads"],
                           (*word_views(*args), rows, cols, config["group"]), shared_bytes(config, cols),
                           device=x.device)
         return row_launcher(("softmax", variant), f"softmax {variant}", (x, out),

@@ -2,12 +2,15 @@
 and the reductions of a group of threads (the threads that share one row, or one block).
 
 Storage: fp32 as float32, fp16 as float16 (converted by the hardware's cvt), bf16 as int16
-bits: bf16 -> fp32 is the bits shifted up by 16; fp32 -> bf16 rounds to nearest even on
-the bits and keeps a NaN a (quiet) NaN of the same sign. ``load(a, i)`` and
-``store(a, i, v)`` pick the conversion from the array's type: at compile time on the GPU
-(an overload per type), from the value's numpy type under the simulator. The reinterpreting
-casts between a float and its bits, and rsqrt, are the only code that differs between the two (libdevice
-on the GPU, numpy under the simulator); the bit arithmetic is the same code.
+bits: bf16 -> fp32 is the bits shifted up by 16; fp32 -> bf16 rounds to nearest even, on the
+GPU by the hardware's cvt.rn (two values a cvt where a word is stored: ``pair_bits``; a NaN
+becomes the canonical NaN), under the simulator on the bits (a NaN stays a quiet NaN of its
+sign). ``load(a, i)`` and ``store(a, i, v)`` pick the conversion from the array's type: at
+compile time on the GPU (an overload per type), from the value's numpy type under the
+simulator. The reinterpreting casts between a float and its bits, rsqrt, the rounding into
+fp16/bf16 and the NaN-propagating max (PTX max.NaN on the GPU) are the only code that differs
+between the two (libdevice or inline PTX on the GPU, numpy under the simulator); the rest is
+the same code. Both round to nearest even and give NaN for NaN: only a NaN's payload differs.
 
 Reductions run over a *group*: ``group`` consecutive threads of a block (a power of two from
 1 to 1024; the block holds blockDim / group groups). Within a warp by xor shuffles, every lane
@@ -94,6 +97,30 @@ else:
         """fp32 rounded to fp16 (the hardware's cvt.rn), as its bits."""
         return uint32(_half_bits(float16(v)))
 
+    from llvmlite import ir as _ir
+
+    def _cvt_pair(kind):
+        """cvt.rn.<kind>x2.f32 (sm_80 on): two fp32 rounded to nearest even into one 32-bit word of
+        two 16-bit elements, ``lo`` in the low half; one instruction for the pair."""
+        @intrinsic
+        def cvt(typingctx, lo, hi):
+            def codegen(context, builder, sig, args):
+                fnty = _ir.FunctionType(_ir.IntType(32), [_ir.FloatType(), _ir.FloatType()])
+                asm = _ir.InlineAsm(fnty, f"cvt.rn.{kind}x2.f32 $0, $1, $2;", "=r,f,f")
+                return builder.call(asm, [args[1], args[0]])   # the first source goes to the high half
+            return _types.uint32(_types.float32, _types.float32), codegen
+        return cvt
+
+    _bf16_pair, _f16_pair = _cvt_pair("bf16"), _cvt_pair("f16")
+
+    @cuda.jit(device=True)
+    def bf16_pair(lo, hi):
+        return _bf16_pair(float32(lo), float32(hi))
+
+    @cuda.jit(device=True)
+    def half_pair(lo, hi):
+        return _f16_pair(float32(lo), float32(hi))
+
 
 
 def inlined(func):
@@ -109,14 +136,31 @@ def bf16_to_f32(bits):
     return bits_float(uint32(uint32(uint16(bits)) << uint32(16)))
 
 
-@cuda.jit(device=True)
-def f32_to_bf16(x):
-    """fp32 to bf16 bits (int16), rounded to nearest even; a NaN stays a NaN (quieted), sign kept."""
-    b = float_bits(x)
-    if (b & uint32(0x7FFFFFFF)) > uint32(0x7F800000):
-        return int16(uint16((b >> uint32(16)) | uint32(0x0040)))
-    rounded = (b + uint32(0x7FFF) + ((b >> uint32(16)) & uint32(1))) >> uint32(16)
-    return int16(uint16(rounded))
+if SIMULATED:
+    @cuda.jit(device=True)
+    def f32_to_bf16(x):
+        """fp32 to bf16 bits (int16), rounded to nearest even; a NaN stays a NaN (quieted, sign kept)."""
+        b = float_bits(x)
+        if (b & uint32(0x7FFFFFFF)) > uint32(0x7F800000):
+            return int16(uint16((b >> uint32(16)) | uint32(0x0040)))
+        rounded = (b + uint32(0x7FFF) + ((b >> uint32(16)) & uint32(1))) >> uint32(16)
+        return int16(uint16(rounded))
+
+    @cuda.jit(device=True)
+    def bf16_pair(lo, hi):
+        """Two fp32 rounded to bf16, as one 32-bit word (``lo`` in the low half)."""
+        return np.uint32(np.uint16(f32_to_bf16(lo))) | (np.uint32(np.uint16(f32_to_bf16(hi))) << np.uint32(16))
+
+    @cuda.jit(device=True)
+    def half_pair(lo, hi):
+        return half_bits(lo) | (half_bits(hi) << np.uint32(16))
+else:
+    @cuda.jit(device=True)
+    def f32_to_bf16(x):
+        """fp32 to bf16 bits (int16) by the hardware's cvt.rn (a NaN becomes its canonical NaN):
+        the same rounding as a pair's (bf16_pair), so a row's bits do not depend on whether its
+        elements were stored one at a time or as words."""
+        return int16(uint16(bf16_pair(x, float32(0)) & uint32(0xFFFF)))
 
 
 # --- loads and stores through fp32 -------------------------------------------------------
@@ -203,6 +247,14 @@ def narrow(a):
     return a.dtype.itemsize == 2
 
 
+def pair_bits(a, lo, hi):
+    """Two fp32 rounded into a's 16-bit type, as one 32-bit word (``lo`` in the low half): one
+    cvt for the pair on the GPU. The simulator runs this Python."""
+    if a.dtype == np.int16:
+        return bf16_pair(lo, hi)
+    return half_pair(lo, hi)
+
+
 if not SIMULATED:
     @overload(from_bits, target="cuda")
     def _from_bits(a, b):
@@ -224,6 +276,12 @@ if not SIMULATED:
     def _narrow(a):
         wide = a.dtype.bitwidth == 16
         return lambda a: wide
+
+    @overload(pair_bits, target="cuda")
+    def _pair_bits(a, lo, hi):
+        if a.dtype == types.int16:
+            return lambda a, lo, hi: bf16_pair(lo, hi)
+        return lambda a, lo, hi: half_pair(lo, hi)
 
 
 @cuda.jit(device=True)
@@ -253,8 +311,7 @@ def chunk_store(a, w, e, wi, wide, valid, v0, v1, v2, v3):
     if wide and valid >= CHUNK:
         i = uint64(wi)
         if narrow(a):
-            w[i] = (uint64(to_bits(a, v0)) | (uint64(to_bits(a, v1)) << uint64(16))
-                    | (uint64(to_bits(a, v2)) << uint64(32)) | (uint64(to_bits(a, v3)) << uint64(48)))
+            w[i] = uint64(pair_bits(a, v0, v1)) | (uint64(pair_bits(a, v2, v3)) << uint64(32))
         else:
             w[i] = uint64(to_bits(a, v0)) | (uint64(to_bits(a, v1)) << uint64(32))
             w[i + uint64(1)] = uint64(to_bits(a, v2)) | (uint64(to_bits(a, v3)) << uint64(32))
@@ -300,61 +357,31 @@ def end_element(j, first, chunks):
     return j if j < first else j + CHUNK * chunks
 
 
-# --- rows of chunks (rows.py: which thread takes which chunk) ---------------------------------
-
-@cuda.jit(device=True)
-def row_words(a, phase, start):
-    """(wide, word): whether the row starting at flat element ``start`` of a is word-aligned,
-    and the index of its first word."""
-    return words_at(a, phase, start)
-
-
-@cuda.jit(device=True)
-def row_load(a, w, wide, word, start, c, end, fill):
-    """Columns c .. c+3 (c a multiple of 4) of the row at ``start`` as fp32, those from ``end``
-    on as ``fill``."""
-    return chunk_load(a, w, start + c, word + c // per_word(a), wide, end - c, fill)
-
-
-@cuda.jit(device=True)
-def row_store(a, w, wide, word, start, c, end, v0, v1, v2, v3):
-    """Columns c .. c+3 of the row at ``start`` (those below ``end``) = the four values."""
-    chunk_store(a, w, start + c, word + c // per_word(a), wide, end - c, v0, v1, v2, v3)
-
-
-@cuda.jit(device=True)
-def cache_put(cache, base, chunks, c, end, v0, v1, v2, v3):
-    """A row's columns c .. c+3 (those below ``end``) into its shared-memory cache, column
-    4k + t at base + t·chunks + k: a warp's threads, on consecutive chunks, write
-    consecutive words (no bank conflicts)."""
-    k = base + c // CHUNK
-    if c < end:
-        cache[k] = v0
-    if c + 1 < end:
-        cache[k + chunks] = v1
-    if c + 2 < end:
-        cache[k + 2 * chunks] = v2
-    if c + 3 < end:
-        cache[k + 3 * chunks] = v3
-
-
-@cuda.jit(device=True)
-def cache_get(cache, base, chunks, c, end, fill):
-    k = base + c // CHUNK
-    return (cache[k] if c < end else fill, cache[k + chunks] if c + 1 < end else fill,
-            cache[k + 2 * chunks] if c + 2 < end else fill, cache[k + 3 * chunks] if c + 3 < end else fill)
-
-
 # --- combines --------------------------------------------------------------------------
 
-@cuda.jit(device=True)
-def max_nan(a, b):
-    """max that returns NaN if either is NaN."""
-    if a != a:
-        return a
-    if b != b:
-        return b
-    return a if a > b else b
+if SIMULATED:
+    @cuda.jit(device=True)
+    def max_nan(a, b):
+        """max that returns NaN if either is NaN."""
+        if a != a:
+            return a
+        if b != b:
+            return b
+        return a if a > b else b
+else:
+    @intrinsic
+    def _max_nan(typingctx, a, b):
+        """PTX max.NaN.f32 (sm_80 on): NaN if either is NaN, in one instruction (the comparisons and
+        branches of the simulator's version took about six a value in softmax's max pass)."""
+        def codegen(context, builder, sig, args):
+            fnty = _ir.FunctionType(_ir.FloatType(), [_ir.FloatType(), _ir.FloatType()])
+            return builder.call(_ir.InlineAsm(fnty, "max.NaN.f32 $0, $1, $2;", "=f,f,f"), args)
+        return _types.float32(_types.float32, _types.float32), codegen
+
+    @cuda.jit(device=True)
+    def max_nan(a, b):
+        """max that returns NaN if either is NaN (the hardware's canonical NaN)."""
+        return _max_nan(float32(a), float32(b))
 
 
 @cuda.jit(device=True)

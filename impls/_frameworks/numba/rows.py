@@ -6,12 +6,18 @@ chunks of 4 consecutive columns (4k .. 4k+3, counted from the row's first column
 j of the group takes chunks j, j + group, ..., CHUNKS of them a step, their loads issued
 before any is used, taking a step's values in column order within a chunk and chunk order
 within the step. A chunk moves as 8-byte words when the row is word-aligned and as single
-elements otherwise (device.chunk_load): the same values in the same order, so a row's
-alignment changes no bit. A block holds ``threads / group`` rows. Only ``group`` decides a row's bits (the
-order each thread adds its columns in, and the reduction tree: device.py); ``threads`` and
-``cached`` (the row kept in shared memory as fp32 between its passes, where it fits, instead
-of read again) change no bit. The group is chosen once per (op, variant, row length,
-dtype), on the tuner's scratch problems, whatever the batch: batch invariance.
+elements otherwise (rowchunks.chunk_at): the same values in the same order, so a row's
+alignment changes no bit. Where every operand's rows hold whole, word-aligned chunks
+(``whole``: cols a multiple of 4, each tensor 8-byte aligned) a kernel compiled for such
+rows runs, a chunk one predicated load of its words; otherwise one that tests each chunk.
+Both do the same arithmetic in the same order. A block holds ``threads / group`` rows.
+Only ``group`` decides a row's bits (the order each thread adds its columns in, in fp32,
+and the reduction tree: device.py); ``threads``, ``cached`` (the row kept in shared memory
+as fp32 between its passes, where it fits, instead of read again), ``kept`` (one step of
+the group covers the row: its values stay in registers between the passes, no cache, no
+second read; it follows from the group and the row length) and the row kind change no bit.
+The group is chosen once per (op, variant, row length, dtype), on the tuner's scratch
+problems, whatever the batch: batch invariance.
 
 Under the simulator nothing is timed: the group follows the row length alone (about
 SIM_PER_THREAD columns a thread, at most SIM_MAX_GROUP threads), which covers every path of
@@ -48,10 +54,11 @@ def cache_bytes(config: dict, cols: int) -> int:
 
 def shape(group: int, cols: int, cacheable: bool, threads: int | None = None) -> dict:
     """A full config for ``group``: the block's threads (fewer rows a block when that lets the
-    rows fit in shared memory) and whether the row is kept there."""
+    rows fit in shared memory), whether one step covers the row (``kept``: in registers, no
+    shared memory taken) and, if not, whether the row is kept in shared memory."""
     threads = threads or max(group, BLOCK_THREADS if not SIMULATED else 32)
-    config = dict(group=group, threads=threads, cached=False)
-    if cacheable:
+    config = dict(group=group, threads=threads, cached=False, kept=-(-cols // 4) <= CHUNKS * group)
+    if cacheable and not config["kept"]:
         while cache_bytes(config, cols) > SHARED_LIMIT and config["threads"] > max(group, 32):
             config["threads"] //= 2
         config["cached"] = cache_bytes(config, cols) <= SHARED_LIMIT
@@ -88,9 +95,12 @@ def row_launcher(key: tuple, label: str, inputs: tuple, scratch, bind, cacheable
     ``inputs[0]`` is x, ``inputs[-1]`` the output."""
     x = inputs[0]
     rows, cols = x.shape
+    if cols >= 1 << 31:
+        raise ValueError(f"rows of {cols} columns: the Numba row kernels index within a row in 32 bits (rows of "
+                         "fewer than 2^31 columns); reshape the input into shorter rows")
     if SIMULATED:
         config = sim_config(cols, cacheable)
-        return configured(bind(config, inputs, rows), {**config, "simulated": True})
+        return configured(bind(config, inputs, rows), {**config, "whole": whole(inputs, cols), "simulated": True})
     space = configs(cols, cacheable)
     key = ("numba", *key, cols, str(x.dtype))
     row_space = tuner.RowSpace(label=f"Numba {label} for {cols}-column rows ({str(x.dtype).replace('torch.', '')})",
@@ -99,4 +109,14 @@ def row_launcher(key: tuple, label: str, inputs: tuple, scratch, bind, cacheable
                                unrunnable=(TooManyThreads,))
     tuned = tuner.tune_rows(key, row_space)
     config, table = tuner.for_batch(tuned, key, rows, row_space)
-    return configured(bind(config, inputs, rows), config, table)
+    return configured(bind(config, inputs, rows), {**config, "whole": whole(inputs, cols)}, table)
+
+
+def whole(tensors, cols: int) -> bool:
+    """Whether every row of every operand (row-long ones too) holds whole, word-aligned chunks:
+    each tensor's first element 8-byte aligned (runtime.words' phase 0) and ``cols`` a multiple
+    of 4. The kernels then take the *whole* path (rowchunks: a chunk is one predicated load of
+    its words); otherwise the general one, which tests each chunk. Both move the same values in
+    the same order: which one ran changes no bit."""
+    from impls._frameworks.numba.runtime import words
+    return cols % 4 == 0 and all(words(t)[1] == 0 for t in tensors)

@@ -138,7 +138,7 @@ class Launch:
         if SIMULATED:
             return None
         try:
-            return self.kernel.get_regs_per_thread(self.argtypes)
+            return self.compiled.regs_per_thread   # the compiled kernel's (the dispatcher's lookup wants a Signature)
         except Exception:  # noqa: BLE001 - a detail of the record, never a reason to fail
             return None
 
