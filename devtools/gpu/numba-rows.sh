@@ -12,8 +12,8 @@ python3 -c "import numba, numba_cuda, numpy; print('numba', numba.__version__, '
 git log --oneline -1 | tee -a "$OUT/versions.txt"
 
 # 1. The harness: Numba beside CUDA at the two large row shapes, bf16 and fp32 (tuning included).
-step sweep-rows 150 python3 -m harness "op=[rmsnorm,softmax,layernorm,rmsnorm_silu_mul_add]" \
-  "impl=[numba,cuda]" "dtype=[bf16,fp32]" "shapes=[[32768,4096],[16384,8192]]" tracking=none \
+step sweep-rows ${ROWS_S:-150} python3 -m harness "op=[rmsnorm,softmax,layernorm,rmsnorm_silu_mul_add]" \
+  "impl=${ROWS_IMPLS:-[numba,cuda]}" "dtype=[bf16,fp32]" "shapes=${ROWS_SHAPES:-[[32768,4096],[16384,8192]]}" tracking=none \
   hydra.run.dir=/tmp/runs/numba-rows
 [ -f /tmp/runs/numba-rows/results.jsonl ] && cp /tmp/runs/numba-rows/results.jsonl "$OUT/numba-rows.jsonl"
 [ -f /tmp/runs/numba-rows/table.txt ] && cp /tmp/runs/numba-rows/table.txt "$OUT/numba-rows-table.txt"
