@@ -522,7 +522,9 @@ def test_a_numba_kernel_compiled_once_loads_from_the_disk_cache_in_the_next_proc
     one loads the kernel from there (a hit, no compile)."""
     if registry.frameworks()["numba"].unusable(torch.device("cuda:0")):
         pytest.skip(registry.frameworks()["numba"].unusable(torch.device("cuda:0")))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_CACHE": str(tmp_path), "HARNESS_TUNING": "cached"}
+    # the repository first, the rest of the path kept (the packages it was set up with)
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path, "HARNESS_CACHE": str(tmp_path), "HARNESS_TUNING": "cached"}
     env.pop("NUMBA_CACHE_DIR", None)
     runs = []
     for _ in range(2):
