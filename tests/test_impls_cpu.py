@@ -15,16 +15,15 @@ for _fw in FRAMEWORKS.values():
     _fw.prepare(CPU)
 
 # Regular, ragged (not a multiple of any block), single-element/row and long-row shapes.
-# A row longer than a row on chip (Triton's MAX_ON_CHIP) is walked in column tiles; the
-# interpreter walks it element by element in custom combines (Welford, online softmax), so
-# the tests lower that limit to 4096 (LOOPED_LIMIT) and walk a row of 5000 (the kernels'
-# code does not depend on where the limit is; at 40000 columns one LayerNorm welford dtype
-# took 74 s of its 104).
+# A row longer than a row on chip (Triton's MAX_ON_CHIP) is walked in column tiles of
+# ROW_TILE (4096); the tests lower that limit to 4096 (LOOPED_LIMIT), so that a row of 5000
+# walks two tiles, the second ragged, at a size the interpreter runs in seconds (the
+# kernels' code does not depend on where the limit is).
 LOOPED_LIMIT = 4096
-# 9x781: masked columns, and a last tile short of rows (tiles of up to 4 rows); the
-# interpreter's Welford took 39 s of a dtype's 68 at 37x781. 33001: more 1024-element
-# tiles than the interpreter's persistent grid has programs (32), the last one ragged;
-# 66001 took the interpreter's max 38 s of 47.
+# 9x781: masked columns, and a last tile short of rows (tiles of up to 4 rows). 33001:
+# whole tiles and a ragged tail, in the interpreter's 1024-element elementwise tiles (33
+# programs) and in the 1-D reduction's 8192-element ones (five programs, the last taking
+# the tail).
 SHAPES = {1: [(1,), (4096,), (33001,)], 2: [(1, 1), (4, 4096), (9, 781), (2, 5000)]}
 
 

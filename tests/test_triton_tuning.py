@@ -107,16 +107,19 @@ def test_the_interpreter_takes_the_tallest_tile(monkeypatch):
 # Every switch the tuner may pick on the GPU, forced one combination at a time under the
 # interpreter (the interpreter itself would always take the same one), through the
 # harness's checks against the float64 reference: ragged rows, masked columns, a last tile
-# with fewer rows than ROWS, and the adversarial inputs.
+# with fewer rows than ROWS, and the adversarial inputs. The looped path's tile (loop_block;
+# 2048 or 4096 on the GPU, offered for rows at least twice that long) is 256 here: 781
+# columns walk three whole tiles and a ragged one, 512 columns two whole ones; a narrower
+# tile walks the same code more times, each a Python step of the interpreter.
 SWITCHES = [dict(rows=1, persistent=False, prefetch=False, early=False, ordered=False, loop_block=0),
             dict(rows=4, persistent=True, prefetch=True, early=False, ordered=False, loop_block=0),
             dict(rows=2, persistent=False, prefetch=False, early=True, ordered=False, loop_block=0),
             dict(rows=1, persistent=True, prefetch=True, early=True, ordered=False, loop_block=0),
             dict(rows=2, persistent=False, prefetch=False, early=False, ordered=True, loop_block=0),
             dict(rows=4, persistent=True, prefetch=False, early=False, ordered=True, loop_block=0),
-            dict(rows=1, persistent=True, prefetch=False, early=False, ordered=False, loop_block=64),
-            dict(rows=1, persistent=False, prefetch=False, early=True, ordered=False, loop_block=64, maxnreg=32),
-            dict(rows=1, persistent=False, prefetch=False, early=False, ordered=True, loop_block=64),
+            dict(rows=1, persistent=True, prefetch=False, early=False, ordered=False, loop_block=256),
+            dict(rows=1, persistent=False, prefetch=False, early=True, ordered=False, loop_block=256, maxnreg=32),
+            dict(rows=1, persistent=False, prefetch=False, early=False, ordered=True, loop_block=256),
             # early, the row's loads masked on its length though it fills its block (5x512)
             dict(rows=1, persistent=False, prefetch=False, early=True, ordered=False, loop_block=0, predicated=True)]
 

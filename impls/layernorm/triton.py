@@ -223,7 +223,7 @@ def layernorm_launcher(x, weight, bias, eps, out, variant: str):
         raise ValueError("the Triton layernorm takes contiguous [rows, cols] tensors")
     rows, cols = x.shape
     code = VARIANTS[variant]
-    block, on_chip = row_block(cols, custom_combine=code == 0)
+    block, on_chip = row_block(cols)
     even = on_chip and block == cols
     group = min(block, max(1, 16 // x.dtype.itemsize))   # one 16-byte vector per Welford group
 

@@ -22,7 +22,7 @@ import triton.language as tl
 from harness.registry import impl
 from impls._frameworks.triton.device import load_row, store_row
 from impls._frameworks.triton.launch import configured
-from impls._frameworks.triton.rows import row_block, row_choice, row_launcher, row_tile
+from impls._frameworks.triton.rows import ROW_TILE, row_block, row_choice, row_launcher
 
 _NEG_INF = tl.constexpr(float("-inf"))
 
@@ -107,12 +107,12 @@ def softmax_launcher(x, out, variant: str):
         raise ValueError("the Triton softmax takes contiguous [rows, cols] tensors")
     rows, cols = x.shape
     code = VARIANTS[variant]
-    block, on_chip = row_block(cols, custom_combine=code != 2)
+    block, on_chip = row_block(cols)
     note = ""
     if code == 0 and not on_chip:
         code, note = 1, f"rows of {cols} > {block} do not fit on chip: online column loop"
     elif code != 0:
-        block = min(block, row_tile(custom_combine=code == 1))   # looped: tiles; a short row is one
+        block = min(block, ROW_TILE)   # looped: tiles; a short row is one
     even = code == 0 and block == cols
 
     def bind(cfg, args, n_rows):

@@ -113,13 +113,20 @@ def _reduce_1d(x_ptr, out_ptr, scratch_ptr, ticket_ptr, n, programs, IS_MAX: tl.
             tl.store(ticket_ptr, 0)   # ready for the binding's next launch
 
 
+def _interpreted_block(n: int) -> int:
+    """The tile under the interpreter, where each tile of the loop is a Python step: 8192
+    elements, and 65536 from 2^20 elements on (the sum's many_terms set, 2^25 + 3 elements,
+    then walks 512 tiles in place of 4096: still many tiles to each of the 32 programs)."""
+    return 8192 if n < 1 << 20 else 65536
+
+
 def reduce_1d(x, out, is_max: bool, atomic: bool):
     """Launcher of a 1-D fp32 sum or max of ``x`` into the 0-d fp32 ``out``: one launch."""
     import torch
     n = x.numel()
     # A fixed configuration (not autotuned): P decides which elements share a partial,
     # so a tuned P could change the two-pass result's bits from one process to the next.
-    block, warps = (8192, 4) if interpreting() else (BLOCK, WARPS)
+    block, warps = (_interpreted_block(n), 4) if interpreting() else (BLOCK, WARPS)
     programs = max(1, min(triton.cdiv(n, block), PROGRAMS_PER_SM * sm_count(x.device)))
     cap = {} if interpreting() else {"maxnreg": MAXNREG}   # a compile option, not a parameter
     cfg = dict(BLOCK=block, num_warps=warps, programs=programs, **cap)

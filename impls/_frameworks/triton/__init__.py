@@ -10,6 +10,7 @@ modules, one job each, are imported by the impls:
 - rows: the row kernels' config space and launcher, tuned through harness.tuner
 - device: Triton device functions shared by the row kernels
 - roof: plain streaming reads and copies that the roof times beside torch's (roof_kernels)
+- tree_reduce: tl.reduce's own combines as a tree under the interpreter (CPU)
 """
 import os
 
@@ -28,6 +29,8 @@ class Triton(Framework):
         if device.type == "cpu":
             os.environ.setdefault("TRITON_INTERPRET", "1")
             _round_bf16_like_the_gpu()
+            from impls._frameworks.triton.tree_reduce import reduce_in_a_tree
+            reduce_in_a_tree()
         elif os.environ.get("HARNESS_TRITON_COMPILE_LOG"):
             from impls._frameworks.triton import pool
             try:

@@ -59,17 +59,11 @@ LOOPED_SHAPES = ((2048, 8), (2048, 16), (4096, 8), (4096, 16))
 ROW_FOLD = min(b for b, _ in LOOPED_SHAPES)
 
 
-def row_tile(custom_combine: bool = False) -> int:
-    """The column tile of looped rows. The interpreter runs tl.reduce's custom combines
-    (online softmax, Welford) one element at a time in Python: those get narrow tiles."""
-    return 64 if custom_combine and interpreting() else ROW_TILE
-
-
-def row_block(cols: int, custom_combine: bool = False) -> tuple[int, bool]:
+def row_block(cols: int) -> tuple[int, bool]:
     """(BLOCK, on_chip) for rows of ``cols`` elements."""
     if cols <= MAX_ON_CHIP:
         return next_pow2(cols), True
-    return row_tile(custom_combine), False
+    return ROW_TILE, False
 
 
 def tile_shapes(block: int, on_chip: bool, max_rows: int = 4, itemsize: int = 4) -> list[tuple[int, int]]:
