@@ -25,7 +25,7 @@ from harness.errors import ConfigError
 from harness.interrupts import sigint_once
 from harness.processes import InterruptedProcesses, run_cell
 from harness.progress import RunProgress
-from harness.record import INTERRUPTED, Record, case_label
+from harness.record import INTERRUPTED, NOT_RUN, Record, case_label
 from harness.runner import CaseSpec, Runner, Settings, base_record
 from harness.sinks import console
 from harness.sinks.jsonl import JsonlSink
@@ -74,7 +74,6 @@ def _tracker(cfg: DictConfig):
 # The shell's code for a process ended by SIGINT (128 + 2): an interrupted run exits with it
 # after writing its table, so a script or the nightly job does not take it for a whole run.
 INTERRUPTED_EXIT = 130
-NOT_RUN = "the run was interrupted (SIGINT) before this case"   # a skipped case's reason
 
 
 def processes_of(cfg: DictConfig) -> int:

@@ -14,8 +14,9 @@ from typing import Any
 # invalid: the impl broke the launcher's contract (harness.integrity) or its time is
 # physically impossible; its times, if any, are kept, but no bandwidth is claimed.
 STATUSES = ("ok", "fail", "invalid", "skipped", "error", "oom", "crash", "timeout")
-# The reason of a case an interrupt (SIGINT) cut while it ran: it measured nothing.
+# The reasons of the cases an interrupt (SIGINT) left unmeasured: cut while it ran, or not started.
 INTERRUPTED = "interrupted (SIGINT) while this case ran"
+NOT_RUN = "the run was interrupted (SIGINT) before this case"
 
 
 @dataclass

@@ -116,13 +116,17 @@ def first_run_table(rows: list[dict]) -> list[str]:
         shown = []
         for phase in ("cold", "warm"):
             r = cells.get((op, phase))
-            shown.append("" if r is None else f"{r['seconds']:.0f}{'+' if r.get('cut') else ''}")
+            cell = "" if r is None else f"{r['seconds']:.0f}{'+' if r.get('cut') else ''}"
+            if r is not None and r.get("not_run"):   # a cut run: how far it got
+                cell += f" ({r['cases'] - r['not_run']} of {r['cases']} cases)"
+            shown.append(cell)
             total[phase] += r["seconds"] if r else 0.0
             cut |= bool(r and r.get("cut"))
         first = cells.get((op, "cold")) or cells[(op, "warm")]
         keys = [k["seconds"] for k in first.get("tuning") or []]
         span = f"{min(keys):.1f}-{max(keys):.1f}" if keys else ""
-        measured = " ".join(x for x in ((first.get("when") or "")[:10], first.get("commit") or "") if x)
+        source = (first.get("tree") and f"tree {first['tree'][:12]}") or first.get("commit") or ""
+        measured = " ".join(x for x in ((first.get("when") or "")[:10], source) if x)
         lines.append(f"| {op} | {first.get('cases', '')} | {shown[0]} | {shown[1]} | {len(keys)} | {span} "
                      f"| {measured} |")
     if len({op for op, _ in cells}) > 1:

@@ -208,9 +208,10 @@ def test_records_naming_no_gpu_are_left_out_and_counted(tmp_path, capsys):
     assert [r["impl"] for r in saved(tmp_path / "results")] == ["triton"]
 
 
-def first_run(op, phase, seconds, when, gpu="NVIDIA H200", cut=False):
+def first_run(op, phase, seconds, when, gpu="NVIDIA H200", cut=False, **more):
     return json.dumps({"kind": "first_run", "op": op, "phase": phase, "seconds": seconds, "cut": cut, "cases": 84,
-                       "tuning": [{"seconds": 2.5}, {"seconds": 4.0}], "gpu": gpu, "commit": "abc", "when": when})
+                       "tuning": [{"seconds": 2.5}, {"seconds": 4.0}], "gpu": gpu, "commit": "abc", "when": when,
+                       **more})
 
 
 def test_first_runs_are_kept_beside_the_cases_the_latest_per_op_and_phase_and_shown_summed(tmp_path):
@@ -222,7 +223,8 @@ def test_first_runs_are_kept_beside_the_cases_the_latest_per_op_and_phase_and_sh
     b = tmp_path / "b.jsonl"   # first runs alone, from another call: one replaces, one adds, a cut one
     b.write_text("\n".join([first_run("rmsnorm", "cold", 200.0, "2026-12-02T10:00:00Z"),
                             first_run("rmsnorm", "cold", 900.0, "2026-11-30T10:00:00Z"),   # older: ignored
-                            first_run("softmax", "cold", 150.0, "2026-12-02T10:10:00Z", cut=True)]) + "\n")
+                            first_run("softmax", "cold", 150.0, "2026-12-02T10:10:00Z", cut=True, not_run=30,
+                                      tree="0123456789abcdef0123")]) + "\n")
     assert results.main([str(b), "--dir", str(out)]) == 0
     rows = saved(out)
     assert sum(1 for r in rows if r.get("kind") != "first_run") == 1   # the case stays
@@ -231,7 +233,7 @@ def test_first_runs_are_kept_beside_the_cases_the_latest_per_op_and_phase_and_sh
     page = (out / "h200.md").read_text()
     assert "## First runs" in page
     assert "| rmsnorm | 84 | 200 | 100 | 2 | 2.5-4.0 | 2026-12-02 abc |" in page
-    assert "| softmax | 84 | 150+ |  | 2 | 2.5-4.0 |" in page
+    assert "| softmax | 84 | 150+ (54 of 84 cases) |  | 2 | 2.5-4.0 | 2026-12-02 tree 0123456789ab |" in page
     assert "| all | | 350 | 100 |" in page and "cut by its time limit" in page
 
 
