@@ -152,3 +152,18 @@ def test_an_empty_table_says_why_and_exits_non_zero(tmp_path):
     assert proc.returncode == 1 and "no case has ours and a peer measured on one GPU" in proc.stderr
     proc = run(tmp_path, [rec("triton", 50), rec("liger", 40)], "--min-bytes", str(1 << 30))
     assert proc.returncode == 1 and "none of the 2 records can be compared: 2 outside --min-bytes" in proc.stderr
+
+
+def test_the_framework_table_gives_each_framework_s_best_passing_variant_at_the_first_shape_found(tmp_path):
+    big, other = (32768, 4096), (16, 4096)
+    records = [rec("cuda", 430, variant="tuned", shape=big, role="ours"),
+               rec("cuda", 172, variant="block_per_row", shape=big, role="ours"),
+               rec("cuda", 400, variant="tuned", shape=big, dtype="float32", role="ours"),
+               rec("numba", 999, shape=big, status="fail", role="ours"),             # failed: not its best
+               rec("numba", 100, shape=big, dtype="float32", role="ours"),
+               rec("eager", 86, shape=big, role="peer"),
+               rec("quack", 999, shape=other, role="peer"),                           # not at the shape asked
+               rec("cuda", 430, variant="naive", shape=big, role="ours", negative_control=True, status="fail")]
+    out = summarize(tmp_path, records, "--frameworks", "268435456,32768x4096")
+    assert "| op | shape | cuda | numba | eager | quack |" in out
+    assert "| rmsnorm | 32768x4096 | 10.0 / 9.3 | - / 2.3 | 2.0 /  |  |" in out
