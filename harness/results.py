@@ -300,9 +300,10 @@ def publish(gpu: str, new: list[Record], folder: Path, new_first_runs: list[dict
     first = latest_first_runs((read_first_runs(data) if data.exists() else []) + list(new_first_runs))
     # A record that measured nothing (skipped, or cut by an interrupt) does not replace one
     # that did: a run stopped early or without a framework loses no published result.
-    measured = {r.case_key for r in old if measured_something(r)}
+    measured = {r.case_key for r in old + new if measured_something(r)}
     kept_back = [r for r in new if not measured_something(r) and r.case_key in measured]
     new = [r for r in new if measured_something(r) or r.case_key not in measured]
+    old = [r for r in old if measured_something(r) or r.case_key not in measured]
     merged = sorted(latest(old + new), key=order)
     old_cases = {r.case_key for r in old}
     kept = {r.record_id for r in old}

@@ -69,6 +69,12 @@ def test_a_case_that_did_not_run_keeps_its_measured_record_but_a_failure_replace
     assert rows == {("triton", (16, 4096)): ("ok", "run-1"), ("eager", (16, 4096)): ("ok", "run-1"),
                     ("cuda", (16, 4096)): ("error", "run-2"), ("cuda", (8, 4096)): ("skipped", "run-2")}
     assert "2 cases that did not run this time keep their measured records" in capsys.readouterr().out
+    # two files at once, the later one cut: the earlier one's measurement is what is published
+    out2 = tmp_path / "results2"
+    assert results.main([str(first), str(again), "--dir", str(out2)]) == 0
+    assert {(r["impl"], tuple(r["shape"])): r["status"] for r in saved(out2)} == {
+        ("triton", (16, 4096)): "ok", ("eager", (16, 4096)): "ok", ("cuda", (16, 4096)): "error",
+        ("cuda", (8, 4096)): "skipped"}
 
 
 def test_an_older_record_fed_again_does_not_displace_the_latest(tmp_path):

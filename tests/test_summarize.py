@@ -163,6 +163,7 @@ def test_the_framework_table_gives_each_framework_s_best_passing_variant_at_the_
                rec("numba", 100, shape=big, dtype="float32", role="ours"),
                rec("eager", 86, shape=big, role="peer"),
                rec("quack", 999, shape=other, role="peer"),                           # not at the shape asked
+               rec("liger", None, shape=big, status="skipped", role="peer", reason="no liger"),   # did not run
                rec("cuda", 430, variant="naive", shape=big, role="ours", negative_control=True, status="fail")]
     out = summarize(tmp_path, records, "--frameworks", "268435456,32768x4096")
     assert "| op | shape | cuda | numba | eager | quack |" in out

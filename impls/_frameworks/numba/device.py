@@ -82,20 +82,10 @@ else:
             return args[0]
         return _types.float16(_types.uint16), codegen
 
-    @intrinsic
-    def _half_bits(typingctx, h):
-        def codegen(context, builder, sig, args):
-            return args[0]
-        return _types.uint16(_types.float16), codegen
-
     @cuda.jit(device=True)
     def half_from_bits(b):
         return float32(_half_from_bits(uint16(b)))
 
-    @cuda.jit(device=True)
-    def half_bits(v):
-        """fp32 rounded to fp16 (the hardware's cvt.rn), as its bits."""
-        return uint32(_half_bits(float16(v)))
 
     from llvmlite import ir as _ir
 
@@ -120,6 +110,13 @@ else:
     @cuda.jit(device=True)
     def half_pair(lo, hi):
         return _f16_pair(float32(lo), float32(hi))
+
+    @cuda.jit(device=True)
+    def half_bits(v):
+        """fp32 rounded to fp16 as its bits, by the pair instruction the word stores use, so
+        that a row's bits (a NaN's too) do not depend on whether its elements were stored one
+        at a time or as words."""
+        return half_pair(v, float32(0)) & uint32(0xFFFF)
 
 
 

@@ -30,6 +30,7 @@ import atexit
 import importlib
 import multiprocessing as mp
 import os
+import signal
 import sys
 import tempfile
 import threading
@@ -194,6 +195,10 @@ def _watch_parent(parent: int) -> None:
 
 
 def _start_worker(parent: int, modules: tuple) -> None:
+    # A SIGINT to the harness's process group (Ctrl-C, a sweep's `timeout --signal=INT`) is the
+    # harness's to handle: it records what it measured and stops the pool (stop()); a pool
+    # process dying of it would look like a broken pool and be started again as the run ends.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
     try:
         log_compiles("pool")
@@ -285,9 +290,10 @@ class Pool:
             while True:
                 try:
                     jobs = conn.recv()
+                    results = self.build(jobs)
+                    conn.send(results)
                 except (EOFError, OSError):
-                    return
-                conn.send(self.build(jobs))
+                    return   # the case's process is gone (killed, timed out): nothing to answer
 
     def build(self, jobs: list[Job]) -> list[tuple] | None:
         """Each job's result, in order; a job the pool could not run is a ``pool`` error.
@@ -305,6 +311,7 @@ class Pool:
         results = []
         for f in futures:
             if f not in done:
+                f.cancel()   # not started yet: leave the processes to the next request
                 results.append(("error", "pool", f"not built within {BUILD_TIMEOUT_S:.0f} s"))
                 continue
             try:
@@ -360,6 +367,9 @@ def start(modules=(), n: int | None = None) -> bool:
             "process, in threads")
         return False
     os.environ[ADDRESS] = _pool.address
+    # Before concurrent.futures' own exit hook, which would wait for every build in flight
+    # (a hung compiler: forever): the run is over, stop() kills them.
+    threading._register_atexit(stop)
     atexit.register(stop)
     return True
 
