@@ -199,3 +199,14 @@ def test_first_runs_are_summed_per_gpu_from_the_latest_line_of_each_op_and_phase
     assert "| softmax | 84 | 150+ |  |" in h200
     assert "| all | | 350 | 100 |" in h200
     assert "**NVIDIA H100**" in text
+
+
+def test_harness_overrides_after_a_double_dash_reach_each_run(tmp_path, monkeypatch):
+    tool = _first_run_tool()
+    seen = []
+    monkeypatch.setattr(tool, "one_run", lambda op, phase, cache, runs, limit, overrides: seen.append(
+        (op, phase, overrides)) or {"seconds": 1.0, "cut": False, "cases": 1, "tuning": []})
+    out = str(tmp_path / "first-run.jsonl")
+    assert tool.main(["run", out, "--ops", "rmsnorm", "--phases", "cold", "--", "triton_compile=threads"]) == 0
+    assert tool.main(["run", out, "--ops", "softmax", "--phases", "warm", "--"]) == 0
+    assert seen == [("rmsnorm", "cold", ["triton_compile=threads"]), ("softmax", "warm", [])]

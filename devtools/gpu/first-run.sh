@@ -12,10 +12,12 @@ nvidia-smi --query-gpu=name,uuid,clocks.max.memory --format=csv | tee "$OUT/gpu.
 
 # 1-2. Cold (the op's cache emptied: roof, CUDA build, Numba and CuPy compiles, every tuning),
 #      then warm (the same cache). devtools/first-run writes one line per run.
+# FIRST_RUN_OVERRIDES: harness overrides for both runs, e.g. triton_compile=threads (an A/B of the
+# Triton compile pool is this script twice, one call each).
 step cold $((${COLD_S:-240} + 20)) python3 devtools/first-run run "$OUT/first-run.jsonl" --ops rmsnorm --phases cold \
-  --cache "$HARNESS_CACHE" --runs /tmp/first-run-runs --limit ${COLD_S:-240}
+  --cache "$HARNESS_CACHE" --runs /tmp/first-run-runs --limit ${COLD_S:-240} -- ${FIRST_RUN_OVERRIDES:-}
 step warm $((${WARM_S:-125} + 15)) python3 devtools/first-run run "$OUT/first-run.jsonl" --ops rmsnorm --phases warm \
-  --cache "$HARNESS_CACHE" --runs /tmp/first-run-runs --limit ${WARM_S:-125}
+  --cache "$HARNESS_CACHE" --runs /tmp/first-run-runs --limit ${WARM_S:-125} -- ${FIRST_RUN_OVERRIDES:-}
 # Only the JSONLs come back: the GPU machine returns a limited number of files from $OUT.
 cp /tmp/first-run-runs/rmsnorm-cold/results.jsonl "$OUT/rmsnorm-cold.jsonl" 2>/dev/null
 cp /tmp/first-run-runs/rmsnorm-warm/results.jsonl "$OUT/rmsnorm-warm.jsonl" 2>/dev/null
