@@ -123,3 +123,18 @@ def test_the_triton_chain_keeps_silus_tail(variant, dtype):
     got = result_of(registry.registered()[("rmsnorm_silu_mul_add", "triton", variant)].bind(**inputs, out=out), out)
     check = compare(got, ref, op.tolerance(dtype), op.error_scale(inputs, ref), "silu_tail", 0)
     assert check.passed, check.detail
+
+
+# The 1-D reductions' grid-stride loop: under the interpreter a grid of 32 programs takes
+# 8192-element tiles below 2^20 elements, so only an input of more than 32 tiles gives a
+# program a second one (the SHAPES above never do). 40 tiles and a ragged tail.
+SEVERAL_TILES = (8192 * 40 + 3,)
+
+
+@pytest.mark.parametrize("key", [k for k in IMPLS if k[0] in ("sum", "max") and k[1] == "triton"],
+                         ids=lambda k: "-".join(k))
+def test_the_1d_reductions_walk_several_tiles_per_program(numerics_runner, key):
+    op, impl, variant = key
+    rec = numerics_runner.run(CaseSpec(op, impl, variant, "float32", SEVERAL_TILES))
+    assert rec.passed, f"{op}/{impl}/{variant} {SEVERAL_TILES}: {rec.reason}"
+    assert len(rec.checks) == 3 + len(OPS[op].adversarial)
