@@ -111,7 +111,7 @@ def first_run_table(rows: list[dict]) -> list[str]:
     lines = ["| op | cases | cold s | warm s | tuning keys | s per key (min-max) | measured |",
              "|:--|--:|--:|--:|--:|--:|:--|"]
     total = {"cold": 0.0, "warm": 0.0}
-    cut = False
+    cut = warm_tuned = False
     for op in sorted({op for op, _ in cells}):
         shown = []
         for phase in ("cold", "warm"):
@@ -119,6 +119,9 @@ def first_run_table(rows: list[dict]) -> list[str]:
             cell = "" if r is None else f"{r['seconds']:.0f}{'+' if r.get('cut') else ''}"
             if r is not None and r.get("not_run"):   # a cut run: how far it got
                 cell += f" ({r['cases'] - r['not_run']} of {r['cases']} cases)"
+            if r is not None and phase == "warm" and r.get("tuning"):   # its cold run was cut before them
+                cell += f", {len(r['tuning'])} keys tuned"
+                warm_tuned = True
             shown.append(cell)
             total[phase] += r["seconds"] if r else 0.0
             cut |= bool(r and r.get("cut"))
@@ -133,6 +136,8 @@ def first_run_table(rows: list[dict]) -> list[str]:
         lines.append(f"| all | | {total['cold']:.0f} | {total['warm']:.0f} | | | |")
     if cut:
         lines += ["", "`+`: cut by its time limit (a lower bound)."]
+    if warm_tuned:
+        lines += ["", "`keys tuned` in a warm run: its cold run was cut before them, so it is not all warm."]
     return lines
 
 

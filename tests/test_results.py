@@ -215,9 +215,9 @@ def test_records_naming_no_gpu_are_left_out_and_counted(tmp_path, capsys):
 
 
 def first_run(op, phase, seconds, when, gpu="NVIDIA H200", cut=False, **more):
+    tuning = [{"seconds": 2.5}, {"seconds": 4.0}] if phase == "cold" else []   # a warm run tunes nothing
     return json.dumps({"kind": "first_run", "op": op, "phase": phase, "seconds": seconds, "cut": cut, "cases": 84,
-                       "tuning": [{"seconds": 2.5}, {"seconds": 4.0}], "gpu": gpu, "commit": "abc", "when": when,
-                       **more})
+                       "tuning": tuning, "gpu": gpu, "commit": "abc", "when": when, **more})
 
 
 def test_first_runs_are_kept_beside_the_cases_the_latest_per_op_and_phase_and_shown_summed(tmp_path):
@@ -241,6 +241,12 @@ def test_first_runs_are_kept_beside_the_cases_the_latest_per_op_and_phase_and_sh
     assert "| rmsnorm | 84 | 200 | 100 | 2 | 2.5-4.0 | 2026-12-02 abc |" in page
     assert "| softmax | 84 | 150+ (54 of 84 cases) |  | 2 | 2.5-4.0 | 2026-12-02 tree 0123456789ab |" in page
     assert "| all | | 350 | 100 |" in page and "cut by its time limit" in page
+    assert "not all warm" not in page
+    c = tmp_path / "c.jsonl"   # a warm run that had to tune (its cold run was cut): said so
+    c.write_text(first_run("softmax", "warm", 90.0, "2026-12-02T10:20:00Z", tuning=[{"seconds": 1.0}] * 2) + "\n")
+    assert results.main([str(c), "--dir", str(out)]) == 0
+    page = (out / "h200.md").read_text()
+    assert "| softmax | 84 | 150+ (54 of 84 cases) | 90, 2 keys tuned |" in page and "not all warm" in page
 
 
 def test_first_run_lines_that_cannot_be_placed_are_left_out_and_said(tmp_path, capsys):
