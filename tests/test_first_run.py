@@ -186,9 +186,9 @@ def test_first_runs_are_summed_per_gpu_from_the_latest_line_of_each_op_and_phase
                              {**rec, "dtype": "bfloat16", "tuning": {**rec["tuning"], "seconds": 1.5}}])
     assert [k["seconds"] for k in keys] == [2.5, 1.5]   # once per key, kept choices left out
 
-    def line(op, phase, seconds, gpu="NVIDIA H200", cut=False):
+    def line(op, phase, seconds, gpu="NVIDIA H200", cut=False):   # a warm run tunes nothing
         return json.dumps({"kind": "first_run", "op": op, "phase": phase, "seconds": seconds, "cut": cut,
-                           "cases": 84, "tuning": keys, "gpu": gpu, "commit": "abc"})
+                           "cases": 84, "tuning": keys if phase == "cold" else [], "gpu": gpu, "commit": "abc"})
     path = tmp_path / "first-run.jsonl"
     path.write_text("\n".join([line("rmsnorm", "cold", 300.0), line("rmsnorm", "cold", 200.0),
                                line("rmsnorm", "warm", 100.0), line("softmax", "cold", 150.0, cut=True),
