@@ -13,11 +13,6 @@ nvidia-smi --query-gpu=name,uuid,clocks.max.memory --format=csv | tee "$OUT/gpu.
 export PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=/tmp/cupy-cache
 python3 -m impls._frameworks.cuda.build > "$OUT/cuda-build.log" 2>&1
 echo "cuda build exit $?" | tee -a "$OUT/steps.log"
-harness() {   # harness NAME LIMIT OVERRIDES...: one run, its records kept as $OUT/NAME.jsonl
-  local name=$1 limit=$2; shift 2
-  step "$name" "$limit" python3 -m harness "$@" tracking=none "hydra.run.dir=/tmp/runs/$name"
-  cp "/tmp/runs/$name/results.jsonl" "$OUT/$name.jsonl" 2>/dev/null
-}
 harness softmax 60 op=softmax "impl=[cupy,cuda]" "dtype=[bf16,fp32]" "shapes=[[32768,4096]]"
 harness reductions 90 "op=[sum,max]" "impl=[cupy,cuda]" "dtype=[bf16,fp16,fp32]" "shapes=[[268435456]]"
 step gpu-tests 200 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py --durations=10 -k \

@@ -21,11 +21,6 @@ step gpu-tests 140 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py --
   -k "full_size and (cupy or (numba and (softmax or layernorm)))"
 wait $build; echo "cuda build exit $?" | tee -a "$OUT/steps.log"
 
-harness() {   # harness NAME LIMIT OVERRIDES...: one run, its records kept as $OUT/NAME.jsonl
-  local name=$1 limit=$2; shift 2
-  step "$name" "$limit" python3 -m harness "$@" tracking=none "hydra.run.dir=/tmp/runs/$name"
-  cp "/tmp/runs/$name/results.jsonl" "$OUT/$name.jsonl" 2>/dev/null
-}
 ROWS="shapes=[[32768,4096]]"
 harness rows-exp 120 "op=[softmax,rmsnorm_silu_mul_add]" "impl=[cuda,cupy,triton]" "variant=[three_pass,online,on_chip,fused]" \
   "dtype=[bf16,fp16,fp32]" "$ROWS"

@@ -7,11 +7,6 @@
 source "$(dirname "$0")/steps.sh"
 nvidia-smi --query-gpu=name,uuid,clocks.max.memory --format=csv | tee "$OUT/gpu.txt"
 export PYTHONUNBUFFERED=1 CUPY_CACHE_DIR=/tmp/cupy-cache
-harness() {   # harness NAME LIMIT OVERRIDES...: one run, its records kept as $OUT/NAME.jsonl
-  local name=$1 limit=$2; shift 2
-  step "$name" "$limit" python3 -m harness "$@" tracking=none "hydra.run.dir=/tmp/runs/$name"
-  cp "/tmp/runs/$name/results.jsonl" "$OUT/$name.jsonl" 2>/dev/null
-}
 LARGE="shapes=[[32768,4096],[16384,8192],[8192,16384]]"
 OPS="op=[softmax,rmsnorm,layernorm,rmsnorm_silu_mul_add]"
 harness cuda-triton ${CUDA_TRITON_S:-330} "$OPS" "impl=[cuda,triton]" "dtype=[bf16,fp16,fp32]" "$LARGE"

@@ -1,5 +1,6 @@
 # Sourced by the GPU scripts beside it: $OUT (the folder whose files come back) and
-# $HARNESS_CACHE set up, and `step NAME LIMIT_S COMMAND...`, which runs a command under its own
+# $HARNESS_CACHE set up, `harness NAME LIMIT_S OVERRIDES...` (one harness run as a step, its
+# records kept as $OUT/NAME.jsonl), and `step NAME LIMIT_S COMMAND...`, which runs a command under its own
 # limit, logs it to $OUT/NAME.log and $OUT/steps.log, and keeps the worst exit status in
 # $status. The limit sends SIGINT first: the harness then records what it measured and pytest
 # prints its failures' tracebacks; a kill follows 30 s later.
@@ -22,4 +23,9 @@ step() {
   tail -5 "$OUT/$name.log"
   [ $rc -gt $status ] && status=$rc
   return 0
+}
+harness() {   # harness NAME LIMIT OVERRIDES...: one run, its records kept as $OUT/NAME.jsonl
+  local name=$1 limit=$2; shift 2
+  step "$name" "$limit" python3 -m harness "$@" tracking=none "hydra.run.dir=/tmp/runs/$name"
+  cp "/tmp/runs/$name/results.jsonl" "$OUT/$name.jsonl" 2>/dev/null
 }

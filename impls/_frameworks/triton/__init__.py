@@ -15,6 +15,7 @@ modules, one job each, are imported by the impls:
 import os
 
 from harness.registry import OURS, Framework
+from impls._frameworks.triton import pool   # the standard library only: imports without Triton
 
 
 class Triton(Framework):
@@ -22,7 +23,7 @@ class Triton(Framework):
     role = OURS
     # How a tuner's candidates are built before they are timed (pool.py): the run's pool of
     # processes, threads of the case's process, or each at its first launch.
-    config_settings = {"triton_compile": ("HARNESS_TRITON_COMPILE", ("processes", "threads", "serial"))}
+    config_settings = {"triton_compile": ("HARNESS_TRITON_COMPILE", pool.MODES)}
 
     def prepare(self, device):
         # Read by @triton.jit when the impl modules are imported: set it before that.
@@ -31,10 +32,9 @@ class Triton(Framework):
             _round_bf16_like_the_gpu()
             from impls._frameworks.triton.tree_reduce import reduce_in_a_tree
             reduce_in_a_tree()
-        elif os.environ.get("HARNESS_TRITON_COMPILE_LOG"):
-            from impls._frameworks.triton import pool
+        else:
             try:
-                pool.log_compiles("case")
+                pool.log_compiles("case")   # only where HARNESS_TRITON_COMPILE_LOG names a file
             except ImportError:
                 pass
 
@@ -44,7 +44,6 @@ class Triton(Framework):
         when the first case tunes; it serves every case of the run, and a case process
         started again after a crash. The pool uses the CPU only. Nothing on a CPU (the
         interpreter compiles nothing) or unless triton_compile is ``processes``."""
-        from impls._frameworks.triton import pool
         if device.type != "cuda" or os.environ.get("TRITON_INTERPRET") == "1" or pool.mode() != "processes":
             return False
         from harness import registry
