@@ -411,14 +411,21 @@ def tune_rows(key, space: RowSpace) -> Tuned:
     candidates: list[dict] = []
     launches: dict = {}
 
+    spent = {"binding": 0.0, "timing": 0.0, "digesting": 0.0}   # where a key's seconds go besides building
+
     def launcher(cfg, problem):
         k = (repr(sorted(cfg.items())), problem)
         if k not in launches:
+            began = time.perf_counter()
             launches[k] = space.bind(cfg, args[problem], rows[problem])
+            spent["binding"] += time.perf_counter() - began
         return launches[k]
 
     def time_on(c: dict, problem: str) -> None:
-        c[problem] = measure(launcher(config_of(c), problem), *samples[problem], space.unrunnable)
+        run = launcher(config_of(c), problem)
+        began = time.perf_counter()
+        c[problem] = measure(run, *samples[problem], space.unrunnable)
+        spent["timing"] += time.perf_counter() - began
 
     building = 0.0
     build: dict = {}
@@ -444,7 +451,10 @@ def tune_rows(key, space: RowSpace) -> Tuned:
         for cfg in configs:
             c = {**cfg, "us": None, "mid_us": None, "small_us": None}
             time_on(c, "us")
-            c.update(observed(launcher(cfg, "us"), args["us"], c["us"] is not None))
+            run = launcher(cfg, "us")
+            began = time.perf_counter()
+            c.update(observed(run, args["us"], c["us"] is not None))
+            spent["digesting"] += time.perf_counter() - began
             candidates.append(c)
             added.append(c)
         return added
@@ -504,6 +514,7 @@ def tune_rows(key, space: RowSpace) -> Tuned:
                [rows["small_us"], fastest_of_its_bits(candidates, best, "small_us", space.neutral)]]
     table["seconds"] = round(time.perf_counter() - started, 3)
     table["seconds_building"] = round(building, 3)
+    table.update({f"seconds_{part}": round(v, 3) for part, v in spent.items()})
     if build:
         table["build"] = build
     del args, launches

@@ -938,6 +938,8 @@ def test_the_tuning_table_says_how_long_it_took(monkeypatch):
     tuned = _tune_with_stand_in_times(monkeypatch, 4096, lambda cfg, rows: 100.0 / cfg["num_warps"],
                                       triton_rows.ROW_OPTIONS)
     assert 0 <= tuned.table["seconds"] < 60
+    parts = [tuned.table[f"seconds_{p}"] for p in ("building", "binding", "timing", "digesting")]
+    assert all(p >= 0 for p in parts) and sum(parts) <= tuned.table["seconds"] + 1e-3
 
 
 def test_a_row_space_builds_every_config_before_it_is_timed(monkeypatch):

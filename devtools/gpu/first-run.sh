@@ -31,15 +31,17 @@ for line in open(sys.argv[1]):
     print(f"{row['op']} {row['phase']}: {row['seconds']} s{' (cut)' if row['cut'] else ''}, {row['cases']} cases, "
           f"{len(keys)} keys tuned")
     for k in keys:
-        print(f"  {k['seconds']:6.2f} s (building {k.get('seconds_building')}) {k['search']} {k['impl']} "
+        print(f"  {k['seconds']:6.2f} s (building {k.get('seconds_building')}, binding {k.get('seconds_binding')}, "
+              f"timing {k.get('seconds_timing')}, digesting {k.get('seconds_digesting')}) {k['search']} {k['impl']} "
               f"{k['variant']} {k['dtype']} {k['problems']}")
 PY
 cat "$OUT/tuning-seconds.txt"
 python3 devtools/first-run table "$OUT/first-run.jsonl" | tee "$OUT/first-run.md"
 
-# 4. Exhaustive beside fast at the large cases, in the warm run's cache (entries are kept per search).
+# 4. (EXHAUSTIVE_S=0 leaves it out.) Exhaustive beside fast at the large cases, in the warm run's cache (entries are kept per search).
 LARGE=("op=rmsnorm" "impl=triton" "dtype=[fp32,bf16]" "shapes=[[32768,4096],[16384,8192],[8192,16384]]" tracking=none)
 export HARNESS_CACHE="$HARNESS_CACHE/rmsnorm"
+[ "${EXHAUSTIVE_S:-75}" = 0 ] && { echo "exit status $status" | tee -a "$OUT/steps.log"; exit $status; }
 step exhaustive ${EXHAUSTIVE_S:-75} python3 -m harness "${LARGE[@]}" tuning_search=exhaustive hydra.run.dir=/tmp/runs/exhaustive
 step fast 25 python3 -m harness "${LARGE[@]}" tuning_search=fast hydra.run.dir=/tmp/runs/fast
 for run in exhaustive fast; do
