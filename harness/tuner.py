@@ -141,10 +141,28 @@ def measure(run, samples: int, seconds: float, unrunnable: tuple = ()) -> float 
     timer.MIN_SPIN_US = work.min_spin_us
     budget = TimingBudget(warmup_ms=2, min_samples=10, max_samples=samples, max_seconds=seconds, graph_below_bytes=0,
                           target_interval=work.target_interval)
+    began = time.perf_counter()
     try:
-        return timer.time(run, budget, 1 << 30).median_us
+        timing = timer.time(run, budget, 1 << 30)
     except unrunnable:
         return None
+    if _tally is not None:   # how the measurements of a key went: samples kept and left out, caps reached
+        _tally["measures"] += 1
+        _tally["samples"] += timing.samples
+        _tally["late_samples"] += timing.late_samples
+        _tally["capped"] += timing.samples < samples and time.perf_counter() - began >= seconds
+        _tally["max_spin_us"] = max(_tally["max_spin_us"], round(timing.spin_us or 0.0, 1))
+    return timing.median_us
+
+
+_tally: dict | None = None
+
+
+def tallied() -> dict:
+    """Start a tally of measure()'s samples for a tuning table (the last one started is filled)."""
+    global _tally
+    _tally = {"measures": 0, "samples": 0, "late_samples": 0, "capped": 0, "max_spin_us": 0.0}
+    return _tally
 
 
 def digest(args) -> str | None:
@@ -412,6 +430,7 @@ def tune_rows(key, space: RowSpace) -> Tuned:
     launches: dict = {}
 
     spent = {"binding": 0.0, "timing": 0.0, "digesting": 0.0}   # where a key's seconds go besides building
+    tally = tallied()
 
     def launcher(cfg, problem):
         k = (repr(sorted(cfg.items())), problem)
@@ -514,7 +533,7 @@ def tune_rows(key, space: RowSpace) -> Tuned:
                [rows["small_us"], fastest_of_its_bits(candidates, best, "small_us", space.neutral)]]
     table["seconds"] = round(time.perf_counter() - started, 3)
     table["seconds_building"] = round(building, 3)
-    table.update({f"seconds_{part}": round(v, 3) for part, v in spent.items()})
+    table.update({f"seconds_{part}": round(v, 3) for part, v in spent.items()}, timing_tally=dict(tally))
     if build:
         table["build"] = build
     del args, launches

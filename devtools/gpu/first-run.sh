@@ -32,7 +32,7 @@ for line in open(sys.argv[1]):
           f"{len(keys)} keys tuned")
     for k in keys:
         print(f"  {k['seconds']:6.2f} s (building {k.get('seconds_building')}, binding {k.get('seconds_binding')}, "
-              f"timing {k.get('seconds_timing')}, digesting {k.get('seconds_digesting')}) {k['search']} {k['impl']} "
+              f"timing {k.get('seconds_timing')}, digesting {k.get('seconds_digesting')}; {k.get('timing_tally')}) {k['search']} {k['impl']} "
               f"{k['variant']} {k['dtype']} {k['problems']}")
 PY
 cat "$OUT/tuning-seconds.txt"
