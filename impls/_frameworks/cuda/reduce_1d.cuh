@@ -38,6 +38,38 @@ struct AtomicMaxNan {
 
 constexpr int REDUCE_UNROLL = 4;
 
+// A 16-bit max folds its packs in the 16-bit type, two elements an instruction (max.NaN.f16x2,
+// max.NaN.bf16x2: NaN in either gives NaN), and converts to fp32 once per thread: a max is
+// exact in any type that holds its operands, so the value is the fp32 fold's. Converted and
+// compared one by one (a conversion, two NaN tests, a compare and a select per element), an
+// fp16 pack took ~40 instructions against ~10 for an fp32 pack of the same 16 bytes, and the
+// 16-bit max read ~5% further from the roof than the fp32 one on the H200.
+template <typename T> struct Pair;
+template <> struct Pair<__half> {
+    using type = __half2;
+    static __device__ __forceinline__ type lowest() { return __half2half2(__ushort_as_half(0xfc00u)); }   // -inf
+    static __device__ __forceinline__ float low(type v) { return __low2float(v); }
+    static __device__ __forceinline__ float high(type v) { return __high2float(v); }
+};
+template <> struct Pair<__nv_bfloat16> {
+    using type = __nv_bfloat162;
+    static __device__ __forceinline__ type lowest() { return __bfloat162bfloat162(__ushort_as_bfloat16(0xff80u)); }
+    static __device__ __forceinline__ float low(type v) { return __low2float(v); }
+    static __device__ __forceinline__ float high(type v) { return __high2float(v); }
+};
+
+template <typename T, typename Op>
+constexpr bool packed_max = sizeof(T) == 2 && cuda::std::is_same_v<Op, MaxNan>;
+
+// The max of a pack's elements as a pair of 16-bit maxima (three max.NaN.x2 on its four words).
+template <typename T> __device__ __forceinline__ typename Pair<T>::type pack_max(const Pack<T>& p) {
+    using P2 = typename Pair<T>::type;
+    P2 w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = *reinterpret_cast<const P2*>(&p.w[i]);
+    return __hmax2_nan(__hmax2_nan(w[0], w[1]), __hmax2_nan(w[2], w[3]));
+}
+
 // This thread's share of x: the head (before the first 16-byte boundary) and the tail one
 // by one, the packs UNROLL at a time, each pack in flight into an accumulator of its own.
 template <typename T, typename Op>
@@ -50,17 +82,39 @@ __device__ __forceinline__ float thread_share(const T* __restrict__ x, int64_t h
     for (int u = 0; u < REDUCE_UNROLL; ++u) acc[u] = Op::identity;
     if (tid < head) acc[0] = to_f32(x[tid]);
     const T* xb = x + head;
-    for (int64_t i = tid; i < packs; i += stride * REDUCE_UNROLL) {
-        Pack<T> v[REDUCE_UNROLL];
+    if constexpr (packed_max<T, Op>) {
+        using P2 = typename Pair<T>::type;
+        P2 pairs[REDUCE_UNROLL];
+#pragma unroll
+        for (int u = 0; u < REDUCE_UNROLL; ++u) pairs[u] = Pair<T>::lowest();
+        // whole rounds of UNROLL packs unpredicated, then the last packs one at a time (a max is
+        // order-free): with each max predicated as its load, ptxas put the max right after its
+        // load, so each load waited for the one before it
+        int64_t i = tid;
+        for (; i + (REDUCE_UNROLL - 1) * stride < packs; i += stride * REDUCE_UNROLL) {
+            Pack<T> v[REDUCE_UNROLL];
+#pragma unroll
+            for (int u = 0; u < REDUCE_UNROLL; ++u) v[u] = load_pack(xb + (i + u * stride) * N);
+#pragma unroll
+            for (int u = 0; u < REDUCE_UNROLL; ++u) pairs[u] = __hmax2_nan(pairs[u], pack_max(v[u]));
+        }
+        for (; i < packs; i += stride) pairs[0] = __hmax2_nan(pairs[0], pack_max(load_pack(xb + i * N)));
 #pragma unroll
         for (int u = 0; u < REDUCE_UNROLL; ++u)
-            if (i + u * stride < packs) v[u] = load_pack(xb + (i + u * stride) * N);
+            acc[u] = op(op(acc[u], Pair<T>::low(pairs[u])), Pair<T>::high(pairs[u]));
+    } else {
+        for (int64_t i = tid; i < packs; i += stride * REDUCE_UNROLL) {
+            Pack<T> v[REDUCE_UNROLL];
 #pragma unroll
-        for (int u = 0; u < REDUCE_UNROLL; ++u)
-            if (i + u * stride < packs) {
+            for (int u = 0; u < REDUCE_UNROLL; ++u)
+                if (i + u * stride < packs) v[u] = load_pack(xb + (i + u * stride) * N);
 #pragma unroll
-                for (int e = 0; e < N; ++e) acc[u] = op(acc[u], v[u].f32(e));
-            }
+            for (int u = 0; u < REDUCE_UNROLL; ++u)
+                if (i + u * stride < packs) {
+#pragma unroll
+                    for (int e = 0; e < N; ++e) acc[u] = op(acc[u], v[u].f32(e));
+                }
+        }
     }
     for (int64_t i = head + packs * N + tid; i < n; i += stride) acc[0] = op(acc[0], to_f32(x[i]));
     float total = acc[0];
