@@ -22,6 +22,8 @@ ROWS="op=[rmsnorm,layernorm]"
 harness rows-32768 ${ROWS_A_S:-90} "$ROWS" "impl=[cuda,triton]" "dtype=[bf16,fp16,fp32]" "shapes=[[32768,4096]]"
 harness rows-long ${ROWS_B_S:-75} "$ROWS" "impl=[cuda,triton]" "dtype=[bf16,fp16,fp32]" \
   "shapes=[[16384,8192],[8192,16384]]"
+[ -n "${SOFTMAX_CHAIN_S:-}" ] && harness softmax-chain "$SOFTMAX_CHAIN_S" "op=[softmax,rmsnorm_silu_mul_add]" "impl=[cuda,triton]" \
+  "dtype=[bf16,fp16,fp32]" "shapes=[[32768,4096],[16384,8192],[8192,16384]]"
 harness reductions ${REDUCE_S:-40} "op=[max,sum]" "impl=[cuda,triton]" "dtype=[bf16,fp16,fp32]" "shapes=[[268435456]]"
 step gpu-tests ${TESTS_S:-55} python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py --durations=10 -k \
   "(full_size and cuda and (rmsnorm or layernorm or max or softmax)) or (odd_offsets_and_odd_sizes and cuda and max) or test_the_cuda_kernels_are_right"
