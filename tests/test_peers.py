@@ -1,6 +1,7 @@
 """Optional peers say why they cannot run, and their impls are found where installed."""
 import sys
 
+import pytest
 import torch
 
 from harness import registry
@@ -27,3 +28,17 @@ def test_quack_needs_compute_capability_9(monkeypatch):
 def test_quack_offers_rmsnorm_and_softmax():
     assert "quack" in registry.impl_modules("rmsnorm")
     assert "quack" in registry.impl_modules("softmax")
+
+
+def test_liger_is_imported_at_its_first_bind_not_when_its_impls_are_collected(monkeypatch):
+    """The harness's process imports every impl module to plan; only a case process calls a
+    peer, and Liger's import takes seconds: its impl modules import without it, and a bind
+    where it cannot be imported skips the case saying what to install."""
+    import importlib
+
+    from harness.registry import Unavailable
+    for op in ("rmsnorm", "layernorm", "softmax"):
+        module = importlib.import_module(f"impls.{op}.liger")
+        monkeypatch.setitem(sys.modules, "liger_kernel", None)   # import liger_kernel... raises ImportError
+        with pytest.raises(Unavailable, match="pip install liger-kernel"):
+            module.bind(*[None] * (module.bind.__code__.co_argcount))
