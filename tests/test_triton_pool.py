@@ -126,3 +126,22 @@ def test_the_framework_starts_the_pool_with_the_run_on_a_gpu_only(monkeypatch):
     assert fw.warm(torch.device("cpu"), cases) is False
     monkeypatch.setenv("HARNESS_TRITON_COMPILE", "threads")
     assert fw.warm(torch.device("cuda"), cases) is False and len(started) == 1
+
+
+def test_every_process_of_a_gpu_run_shares_one_triton_cache(monkeypatch, tmp_path):
+    """prepare (the harness's process, before the workers and the pool start) sets
+    TRITON_CACHE_DIR to Triton's default, so that torch.compile's Inductor, which points it at
+    a folder of its own where it is unset, leaves it alone; a user's own folder is kept."""
+    from triton import knobs
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    default = knobs.cache.dir
+    triton_framework.Triton().prepare(torch.device("cuda"))
+    import os
+    assert os.environ["TRITON_CACHE_DIR"] == default
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    triton_framework.Triton().prepare(torch.device("cuda"))
+    assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path)
+    monkeypatch.delenv("TRITON_CACHE_DIR")
+    triton_framework.Triton().prepare(torch.device("cpu"))   # the interpreter caches nothing
+    assert "TRITON_CACHE_DIR" not in os.environ
