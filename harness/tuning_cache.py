@@ -46,6 +46,12 @@ def _read() -> dict:
         return {}   # none yet, or unreadable: tune again
 
 
+def holds_choices() -> bool:
+    """Whether a tuner may find a choice kept here: not with ``fresh`` (it measures again)
+    nor in an empty cache (a machine's first run), where every key tuned is built first."""
+    return mode() != "fresh" and bool(_read())
+
+
 def load(entry: str) -> dict | None:
     """The stored choice for ``entry`` (None when there is none or ``fresh`` is asked for)."""
     if mode() == "fresh":
