@@ -17,15 +17,14 @@ import os
 import time
 from pathlib import Path
 
+from harness import settings
+
 MODES = ("cached", "fresh")
 FILE = "tuning.json"
 
 
 def mode() -> str:
-    value = os.environ.get("HARNESS_TUNING", MODES[0])
-    if value not in MODES:
-        raise ValueError(f"HARNESS_TUNING={value!r}: use one of {', '.join(MODES)}")
-    return value
+    return settings.choice("HARNESS_TUNING", MODES)
 
 
 def _path() -> Path:

@@ -138,3 +138,16 @@ def test_the_framework_starts_the_pool_with_the_run_on_a_gpu_only(monkeypatch, t
     assert fw.warm(torch.device("cpu"), cases) is False
     monkeypatch.setenv("HARNESS_TRITON_COMPILE", "threads")
     assert fw.warm(torch.device("cuda"), cases) is False and len(started) == 3
+
+
+def test_builds_at_once_follow_the_cores_this_process_may_use(monkeypatch):
+    """One cap for Triton's build threads and its pool's processes: the cores of this
+    process's affinity (a container's or Slurm's share), at most MAX_BUILDS."""
+    from impls._frameworks import _launch
+    monkeypatch.setattr(_launch.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    assert _launch.builds_at_once() == 3
+    lazy = pool.Pool(n=None, eager=False)   # its socket only: no process started
+    lazy.close()
+    assert lazy.n == 3 and lazy.executor is None and lazy.build([]) is None   # closed: starts none
+    monkeypatch.setattr(_launch.os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
+    assert _launch.builds_at_once() == _launch.MAX_BUILDS == 16

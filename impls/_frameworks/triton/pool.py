@@ -43,27 +43,18 @@ from concurrent.futures import ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
+from harness import settings
+from impls._frameworks._launch import builds_at_once
+
 MODES = ("processes", "threads", "serial")
 ADDRESS = "HARNESS_TRITON_POOL"   # the pool's socket, for the processes the run starts after it
 COMPILE_LOG = "HARNESS_TRITON_COMPILE_LOG"   # a file: a JSON line per Triton compile or cache hit, any process
-MAX_WORKERS = 16     # a tuning step builds up to ~20 candidates: more processes would mostly wait
 BUILD_TIMEOUT_S = 600.0   # a pool build that takes longer is left to its launch
 RESTARTS = 3         # a pool whose process died (a compiler crash) is replaced this many times
 
 
 def mode() -> str:
-    value = os.environ.get("HARNESS_TRITON_COMPILE", MODES[0])
-    if value not in MODES:
-        raise ValueError(f"HARNESS_TRITON_COMPILE={value!r}: use one of {', '.join(MODES)}")
-    return value
-
-
-def workers() -> int:
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count() or 1
-    return max(1, min(MAX_WORKERS, cores))
+    return settings.choice("HARNESS_TRITON_COMPILE", MODES)
 
 
 def say(text: str) -> None:
@@ -264,7 +255,7 @@ class Pool:
 
     def __init__(self, modules: tuple = (), n: int | None = None, eager: bool = True):
         from multiprocessing.connection import Listener
-        self.modules, self.n = tuple(modules), n or workers()
+        self.modules, self.n = tuple(modules), n or builds_at_once()
         self.broken: str | None = None
         self.restarts = 0
         self.closed = False
