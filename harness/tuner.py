@@ -25,22 +25,18 @@ problem with the larger budgets.
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from harness import progress, tuning_cache
+from harness import progress, settings, tuning_cache
 
 SEARCHES = ("fast", "exhaustive")
 
 
 def search() -> str:
-    value = os.environ.get("HARNESS_TUNING_SEARCH", SEARCHES[0])
-    if value not in SEARCHES:
-        raise ValueError(f"HARNESS_TUNING_SEARCH={value!r}: use one of {', '.join(SEARCHES)}")
-    return value
+    return settings.choice("HARNESS_TUNING_SEARCH", SEARCHES)
 
 
 @dataclass(frozen=True)

@@ -17,15 +17,14 @@ import os
 import time
 from pathlib import Path
 
+from harness import settings
+
 MODES = ("cached", "fresh")
 FILE = "tuning.json"
 
 
 def mode() -> str:
-    value = os.environ.get("HARNESS_TUNING", MODES[0])
-    if value not in MODES:
-        raise ValueError(f"HARNESS_TUNING={value!r}: use one of {', '.join(MODES)}")
-    return value
+    return settings.choice("HARNESS_TUNING", MODES)
 
 
 def _path() -> Path:
@@ -44,6 +43,12 @@ def _read() -> dict:
         return json.loads(_path().read_text())
     except (OSError, ValueError):
         return {}   # none yet, or unreadable: tune again
+
+
+def holds_choices() -> bool:
+    """Whether a tuner may find a choice kept here: not with ``fresh`` (it measures again)
+    nor in an empty cache (a machine's first run), where every key tuned is built first."""
+    return mode() != "fresh" and bool(_read())
 
 
 def load(entry: str) -> dict | None:

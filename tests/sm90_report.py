@@ -16,12 +16,17 @@ from triton.compiler import ASTSource
 CUOBJDUMP = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
 
 
+def with_defaults(fn, constexprs):
+    """The kernel's constexprs as its launches set them where an entry does not."""
+    constexprs = {"LOAD": "", "STORE": "", **constexprs} if "LOAD" in fn.arg_names else constexprs
+    constexprs = {"PERSISTENT": True, **constexprs} if "PERSISTENT" in fn.arg_names else constexprs
+    return {"COLS": 0, **constexprs} if "COLS" in fn.arg_names else constexprs   # any row length
+
+
 def compile_sm90(fn, signature, constexprs, num_warps, aligned):
     """``aligned``: the pointer args (16-byte aligned, as torch allocates) and the integer
     args that Triton's launcher would see as multiples of 16 (it specializes on that)."""
-    constexprs = {"LOAD": "", "STORE": "", **constexprs} if "LOAD" in fn.arg_names else constexprs
-    constexprs = {"PERSISTENT": True, **constexprs} if "PERSISTENT" in fn.arg_names else constexprs
-    constexprs = {"COLS": 0, **constexprs} if "COLS" in fn.arg_names else constexprs   # any row length
+    constexprs = with_defaults(fn, constexprs)
     # maxnreg: a compile option (ptxas's register cap), passed among the constexprs as the
     # launchers pass it
     options = {"num_warps": num_warps, **({"maxnreg": constexprs["maxnreg"]} if "maxnreg" in constexprs else {})}
@@ -197,6 +202,29 @@ def one_program_per_tile(entries):
             if const.get("ON_CHIP") or (name.startswith("softmax") and const.get("VARIANT") == 0)]
 
 
+# (rows, programs) of a row kernel's launches: the tuner's ~256 MiB problem of an odd row
+# count (781 bf16 columns) one program per row, its 2048 rows two per program, its 16 rows
+# four, one row, and a persistent grid of 132 SMs x 8 programs
+BATCHES = ((171853, 171853), (2048, 1024), (16, 4), (1, 1), (32768, 1056))
+
+
+def batch_keys(fn, sig, const, warps) -> int:
+    """How many binaries Triton keeps for a row kernel launched on BATCHES: the number of
+    distinct specialisations its binder (what its launch keys the binary by) gives them."""
+    from impls._frameworks.triton import pool
+    pool._for_target(GPUTarget("cuda", 90, 32))   # a target, no GPU: what the binder needs
+    binder = fn.create_binder()[-1]
+    const = {k: v for k, v in with_defaults(fn, const).items() if k != "maxnreg"}
+    keys = set()
+    for rows, programs in BATCHES:
+        values = {"rows": rows, "programs": programs, "cols": 4096}
+        args = [pool._StandIn(pool.Pointer({"bf16": "bfloat16", "fp32": "float32"}[sig[name][1:]], 1 << 20))
+                if sig[name].startswith("*") else values.get(name, 1e-5) for name in fn.arg_names if name in sig]
+        _, specialisation, _ = binder(*args, num_warps=warps, **const)
+        keys.add(repr(specialisation))
+    return len(keys)
+
+
 def report() -> dict:
     out = {}
     entries = kernels()
@@ -209,6 +237,8 @@ def report() -> dict:
             out[name] = {"ops": dict(ops), "local": local, "vector": vector, "kernel": fn.__name__,
                          "cache_key": fn.cache_key,   # what the tuning cache keys a kernel's source by
                          "rows": const.get("ROWS"), "even": const.get("EVEN")}
+            if {"rows", "programs"} <= set(sig):
+                out[name]["batch_keys"] = batch_keys(fn, sig, const, warps)
         except Exception as e:  # noqa: BLE001 - reported, and failed by the test
             out[name] = {"error": f"{type(e).__name__}: {e}", "kernel": fn.__name__}
     return out

@@ -3,11 +3,12 @@ triton_compile, the fallback when there is no pool, a stand-in tensor that Trito
 specialises as the tensor, and a real pool of processes building stand-in kernels (each
 candidate's failure named, the others built, a pool whose process died replaced)."""
 import json
+import multiprocessing as mp
 
 import pytest
 import torch
 
-from harness import registry
+from harness import registry, tuning_cache
 from harness.runner import CaseSpec
 from impls._frameworks import triton as triton_framework
 from impls._frameworks.triton import launch as triton_launch
@@ -82,20 +83,22 @@ def test_without_a_pool_the_candidates_build_in_threads_and_the_reason_is_said_o
 
 def test_the_pool_builds_each_candidate_and_names_those_it_cannot(on_a_gpu, tmp_path, capsys):
     """A real pool of two processes, reached through its socket as a case's process reaches
-    it: a build gets the tensor's dtype and address, the constexprs and the grid; a
-    candidate that does not fit, or that a pool process cannot find, is reported with its
-    name and kind while the others build; a process that dies is a pool error for what it
-    held, and the pool is replaced for the next builds."""
+    it, started lazily: no process until the first build is asked for; a build gets the
+    tensor's dtype and address, the constexprs and the grid; a candidate that does not fit,
+    or that a pool process cannot find, is reported with its name and kind while the others
+    build; a process that dies is a pool error for what it held, and the pool is replaced
+    for the next builds."""
     out = tmp_path / "built.jsonl"
     on_a_gpu.setenv("POOL_TEST_OUT", str(out))
     on_a_gpu.setenv("HARNESS_TRITON_COMPILE", "processes")
-    assert pool.start(("tests.pool_kernels",), n=2)
+    assert pool.start(("tests.pool_kernels",), n=2, eager=False)
+    assert pool._pool.executor is None and not mp.active_children()
     x = torch.empty(33, dtype=torch.bfloat16)[1:]   # an odd element offset: not 16-byte aligned
     report = triton_launch.build_all([(pool_kernels.good, _call(x), "first"),
                                       (pool_kernels.too_big, _call(x, 4096), "too big"),
                                       (pool_kernels.elsewhere, _call(x), "lost"),
                                       (pool_kernels.good, _call(x, 128), "second")])
-    assert report["how"] == "processes"
+    assert report["how"] == "processes" and len(mp.active_children()) == 2
     assert [(f["candidate"], f["kind"]) for f in report["failed"]] == [("too big", "compile"), ("lost", "pool")]
     assert "OutOfResources" in report["failed"][0]["error"] and "not found" in report["failed"][1]["error"]
     err = capsys.readouterr().err
@@ -112,20 +115,42 @@ def test_the_pool_builds_each_candidate_and_names_those_it_cannot(on_a_gpu, tmp_
     assert json.loads(out.read_text().splitlines()[-1])["kwargs"]["BLOCK"] == 256
 
 
-def test_the_framework_starts_the_pool_with_the_run_on_a_gpu_only(monkeypatch):
+def test_the_framework_starts_the_pool_with_the_run_on_a_gpu_only(monkeypatch, tmp_path):
+    """The pool opens with a run on a GPU; its processes start with it where the run will
+    tune for sure (nothing kept in the tuning cache, or tuning=fresh), else at the first
+    build asked of it."""
     started = []
-    monkeypatch.setattr(pool, "start", lambda modules: started.append(modules) or True)
+    monkeypatch.setattr(pool, "start", lambda modules, eager: started.append((modules, eager)) or True)
     monkeypatch.setenv("TRITON_INTERPRET", "1")   # the kernels as the other CPU tests import them
     registry.load_impls("rmsnorm", ["triton"])
     monkeypatch.delenv("TRITON_INTERPRET")
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
+    monkeypatch.delenv("HARNESS_TUNING", raising=False)
     cases = [CaseSpec("rmsnorm", "triton", "-", "float32", (4, 4096))]
     fw = triton_framework.Triton()
     monkeypatch.setenv("HARNESS_TRITON_COMPILE", "processes")
     assert fw.warm(torch.device("cuda"), cases) is True
-    assert started == [["impls.rmsnorm.triton"]]
+    assert started == [(["impls.rmsnorm.triton"], True)]   # an empty cache: every key tunes
+    tuning_cache.store("an entry", {"config": {}})
+    assert fw.warm(torch.device("cuda"), cases) is True and started[-1][1] is False
+    monkeypatch.setenv("HARNESS_TUNING", "fresh")
+    assert fw.warm(torch.device("cuda"), cases) is True and started[-1][1] is True
     assert fw.warm(torch.device("cpu"), cases) is False
     monkeypatch.setenv("HARNESS_TRITON_COMPILE", "threads")
-    assert fw.warm(torch.device("cuda"), cases) is False and len(started) == 1
+    assert fw.warm(torch.device("cuda"), cases) is False and len(started) == 3
+
+
+def test_builds_at_once_follow_the_cores_this_process_may_use(monkeypatch):
+    """One cap for Triton's build threads and its pool's processes: the cores of this
+    process's affinity (a container's or Slurm's share), at most MAX_BUILDS."""
+    from impls._frameworks import _launch
+    monkeypatch.setattr(_launch.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    assert _launch.builds_at_once() == 3
+    lazy = pool.Pool(n=None, eager=False)   # its socket only: no process started
+    lazy.close()
+    assert lazy.n == 3 and lazy.executor is None and lazy.build([]) is None   # closed: starts none
+    monkeypatch.setattr(_launch.os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
+    assert _launch.builds_at_once() == _launch.MAX_BUILDS == 16
 
 
 def test_every_process_of_a_gpu_run_shares_one_triton_cache(monkeypatch, tmp_path):

@@ -106,6 +106,15 @@ def test_every_kernel_has_a_source_hash_for_the_tuning_cache(report):
     assert len(keys) == len({k.split(":")[0] for k in report}) and all(len(k) >= 32 for k in keys.values())
 
 
+def test_a_row_kernel_takes_one_binary_whatever_the_batch(report):
+    """A row kernel leaves its row and program counts unspecialised (rows.BATCH_ARGS): the
+    tuner's problems (an odd row count, 2048, 16), one row and a persistent grid launch one
+    binary per config, as Triton's binder keys them in the report's process."""
+    row_kernels = {r["kernel"] for r in report.values() if "batch_keys" in r}
+    assert row_kernels == {"_rmsnorm", "_layernorm", "_softmax", "_fused"}
+    assert {name: r["batch_keys"] for name, r in report.items() if r.get("batch_keys", 1) != 1} == {}
+
+
 def test_a_row_compiled_for_its_length_moves_no_padding(report):
     """781 columns in a block of 1024 on one warp: a lane holds 32 of the block's elements,
     at most 25 of them in the row. Compiled for its length (static_cols), the masks fold:

@@ -6,6 +6,23 @@ A 1-D config is (threads per block, blocks per SM); ``per_sm`` 0 means enough bl
 pass over the data (no grid-stride loop). The kernels take it at launch, so trying a config
 costs a timing, not a build."""
 
+import os
+
+# The most builds a framework runs at once, in threads or processes (Triton's candidates:
+# launch.build_all, pool.py): a tuning step builds up to ~20 candidates, so more would
+# mostly wait; fewer where this process may run on fewer cores (its CPU affinity: a
+# container's, Slurm's or taskset's share, which os.cpu_count does not see).
+MAX_BUILDS = 16
+
+
+def builds_at_once() -> int:
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:   # no affinity on this platform
+        cores = os.cpu_count() or 1
+    return max(1, min(MAX_BUILDS, cores))
+
+
 # 1024 or 2048 resident threads per SM (the H100/H200 hold 2048), or one pass over the data.
 CANDIDATES = [dict(threads=t, per_sm=p) for t, p in ((256, 4), (256, 8), (512, 2), (512, 4), (1024, 1), (1024, 2),
                                                      (256, 0), (512, 0))]

@@ -10,12 +10,11 @@ timed by triton's do_bench). Compilation happens in ``bind``'s first launch (the
 never in the timed region. ``fullgraph=True`` makes a graph
 break an error instead of a silent fall-back to eager.
 """
-import os
 import shutil
 
 import torch
 
-from harness import progress
+from harness import progress, settings
 from harness.registry import Framework
 
 
@@ -23,7 +22,7 @@ SHAPES = ("dynamic_rows", "static")   # the values of the harness's torch_compil
 
 
 def shapes() -> str:
-    return os.environ.get("HARNESS_TORCH_COMPILE_SHAPES", "dynamic_rows")
+    return settings.choice("HARNESS_TORCH_COMPILE_SHAPES", SHAPES)
 
 
 class TorchCompile(Framework):

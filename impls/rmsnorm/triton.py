@@ -20,7 +20,8 @@ from harness.registry import impl
 from impls._frameworks.triton.device import (first_tile, load_columns_raw, load_tile, span_offsets,
                                             store_tile, sum_of_squares, tile_input, tile_offsets)
 from impls._frameworks.triton.launch import configured
-from impls._frameworks.triton.rows import ROW_OPTIONS, row_block, row_choice, row_config, row_launcher
+from impls._frameworks.triton.rows import (BATCH_ARGS, ROW_OPTIONS, row_block, row_choice, row_config,
+                                          row_launcher)
 
 
 @triton.jit
@@ -73,7 +74,7 @@ def _rms_row(x_ptr, g_ptr, y_ptr, row, cols, eps, BLOCK: tl.constexpr, EARLY: tl
             tl.store(y_ptr + base + start + c, y, mask=mask, cache_modifier=STORE)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=BATCH_ARGS)
 def _rmsnorm(x_ptr, g_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.constexpr,
              ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr, EVEN: tl.constexpr,
              PREFETCH: tl.constexpr, EARLY: tl.constexpr, SPAN: tl.constexpr, PERSISTENT: tl.constexpr,

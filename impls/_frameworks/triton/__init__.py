@@ -40,17 +40,20 @@ class Triton(Framework):
                 pass
 
     def warm(self, device, cases):
-        """The pool of build processes (pool.py) starts with the run, in the harness's
-        process, so that its processes have imported torch, Triton and the kernels' modules
-        when the first case tunes; it serves every case of the run, and a case process
-        started again after a crash. The pool uses the CPU only. Nothing on a CPU (the
-        interpreter compiles nothing) or unless triton_compile is ``processes``."""
+        """The pool of build processes (pool.py) opens with the run, in the harness's
+        process; it serves every case of the run, and a case process started again after a
+        crash. Its processes (CPU only) start now where the run will tune for sure (no
+        choice kept, or tuning=fresh), so that they have imported torch, Triton and the
+        kernels' modules when the first case tunes; elsewhere at the first build asked of
+        it, if any: a run that finds its choices kept starts none beside its first cases.
+        Nothing on a CPU (the interpreter compiles nothing) or unless triton_compile is
+        ``processes``."""
         if device.type != "cuda" or os.environ.get("TRITON_INTERPRET") == "1" or pool.mode() != "processes":
             return False
-        from harness import registry
+        from harness import registry, tuning_cache
         known = registry.registered()
         modules = sorted({known[k].bind.__module__ for k in ((c.op, c.impl, c.variant) for c in cases) if k in known})
-        return pool.start(modules)
+        return pool.start(modules, eager=not tuning_cache.holds_choices())
 
     def unusable(self, device):
         try:

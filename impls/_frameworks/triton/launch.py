@@ -4,7 +4,7 @@ of Triton (its errors for a config that cannot run, its version for the cache)."
 import inspect
 import os
 
-from impls._frameworks._launch import configured  # noqa: F401  (the impls take it from here)
+from impls._frameworks._launch import builds_at_once, configured  # noqa: F401  (the impls take configured from here)
 
 # Cache hints for data that is read once and written once. Whether they help is measured,
 # not assumed (on the H200 a copy with evict_first loads ran at 92% of torch's copy_, a
@@ -91,12 +91,6 @@ def describe(cfg: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in cfg.items())
 
 
-# Builds in flight at once in the case's own process (``threads``): Triton's compiler
-# holds the interpreter lock through its front end, so threads overlap only its passes and
-# ptxas (2 cores: 8 RMSNorm configs for sm_90 in 1.83 s against 2.55 one after another).
-BUILD_THREADS = min(16, os.cpu_count() or 1)
-
-
 def build_all(builds) -> dict | None:
     """Compile each (kernel, (args, kwargs, grid), candidate) of ``builds`` before it is
     launched, as HARNESS_TRITON_COMPILE says (pool.py): in the run's pool of processes
@@ -130,8 +124,11 @@ def build_all(builds) -> dict | None:
 
 
 def _in_threads(builds) -> None:
-    """Each build at once in threads of this process (Triton's AsyncCompileMode); nothing
-    for a single build, which its launch compiles just as well."""
+    """Each build at once in threads of this process (Triton's AsyncCompileMode), as many as
+    builds_at_once; nothing for a single build, which its launch compiles just as well.
+    Triton's compiler holds the interpreter lock through its front end, so threads overlap
+    only its passes and ptxas (2 cores: 8 RMSNorm configs for sm_90 in 1.83 s against 2.55
+    one after another)."""
     if len(builds) < 2:
         return
     from concurrent.futures import ThreadPoolExecutor
@@ -139,7 +136,7 @@ def _in_threads(builds) -> None:
         from triton.runtime._async_compile import AsyncCompileMode
     except ImportError:   # a Triton without it: each launch builds its own
         return
-    with ThreadPoolExecutor(BUILD_THREADS) as pool, AsyncCompileMode(pool, ignore_errors=True):
+    with ThreadPoolExecutor(builds_at_once()) as pool, AsyncCompileMode(pool, ignore_errors=True):
         for kernel, (args, kwargs, grid), _ in builds:
             try:
                 kernel.warmup(*args, grid=grid, **kwargs)

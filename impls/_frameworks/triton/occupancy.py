@@ -49,9 +49,10 @@ def persistent_programs(kernel, tiles: int, device, args: tuple, kwargs: dict) -
     program that waited for a free slot would run its whole share after the others had
     finished theirs: a second, part-empty wave. The count comes from the compiled kernel
     (programs_per_sm), starting from what the threads allow; the grid size is also an
-    argument, which Triton specialises on (divisible by 16 or not), so the kernel is
-    compiled again for a smaller count until that binary fits it: the grid only shrinks,
-    and never asks for more programs than its own binary runs at once."""
+    argument, which a kernel that does not leave it unspecialised (rows.BATCH_ARGS) takes a
+    binary per class of (divisible by 16 or not), so the kernel is looked up again for a
+    smaller count until that binary fits it: the grid only shrinks, and never asks for more
+    programs than its own binary runs at once."""
     sms = sm_count(device)
     if interpreting():   # no binary: a few programs exercise the grid-stride loops
         return min(tiles, INTERPRETED_PER_SM * sms)

@@ -3,16 +3,20 @@ each binary built.
 
 Triton compiles a kernel in the calling process and holds the interpreter lock through its
 front end (the kernel's AST to IR: about a fifth of a row kernel's compile on sm_90), so
-threads of one process overlap little; processes do. The harness's own process starts the
-pool when the run is planned (Triton.warm), before any case, and keeps it for the whole
-run; the process that runs the cases (harness.worker) sends it each tuning step's builds
-over a local socket and waits for them, then launches: Triton's dispatch there finds each
+threads of one process overlap little; processes do. The harness's own process opens the
+pool's socket when the run is planned (Triton.warm), before any case, and keeps it for the
+whole run; the process that runs the cases (harness.worker) sends it each tuning step's
+builds over it and waits for them, then launches: Triton's dispatch there finds each
 binary in its on-disk cache (TRITON_CACHE_DIR, the same for every process of the run).
+The processes, each importing torch and Triton (a burst on every core beside the first
+cases), start with the socket where the run will tune (Triton.warm says when), else at the
+first build asked for: a run that finds every choice kept never starts them.
 
 A build is the kernel's own ``warmup`` with the launch's arguments, each tensor stood in for
 by its dtype and its address, for the launching process's GPU target: Triton specialises a
 pointer on its dtype and whether its address is a multiple of 16, an integer on its value
-(1, a multiple of 16, or neither), and keys the binary on the target, so the pool's build
+(1, a multiple of 16, or neither; not the row kernels' row and program counts:
+rows.BATCH_ARGS), and keys the binary on the target, so the pool's build
 has the launch's cache key; a launch whose key differs compiles in its own process, as it
 would without the pool. The pool's processes never touch the GPU: they are given the target
 (a driver that knows only that: _TargetOnly), so they hold no CUDA context. A build that
@@ -39,27 +43,18 @@ from concurrent.futures import ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
+from harness import settings
+from impls._frameworks._launch import builds_at_once
+
 MODES = ("processes", "threads", "serial")
 ADDRESS = "HARNESS_TRITON_POOL"   # the pool's socket, for the processes the run starts after it
 COMPILE_LOG = "HARNESS_TRITON_COMPILE_LOG"   # a file: a JSON line per Triton compile or cache hit, any process
-MAX_WORKERS = 16     # a tuning step builds up to ~20 candidates: more processes would mostly wait
 BUILD_TIMEOUT_S = 600.0   # a pool build that takes longer is left to its launch
 RESTARTS = 3         # a pool whose process died (a compiler crash) is replaced this many times
 
 
 def mode() -> str:
-    value = os.environ.get("HARNESS_TRITON_COMPILE", MODES[0])
-    if value not in MODES:
-        raise ValueError(f"HARNESS_TRITON_COMPILE={value!r}: use one of {', '.join(MODES)}")
-    return value
-
-
-def workers() -> int:
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count() or 1
-    return max(1, min(MAX_WORKERS, cores))
+    return settings.choice("HARNESS_TRITON_COMPILE", MODES)
 
 
 def say(text: str) -> None:
@@ -254,15 +249,18 @@ def reason(e: BaseException) -> str:
 # --- in the harness's process: the pool and its socket ----------------------------------
 
 class Pool:
-    """The build processes and the socket the run's processes reach them by."""
+    """The build processes and the socket the run's processes reach them by. ``eager``:
+    the processes start now; else at the first build asked for (a run whose choices are all
+    kept never starts them)."""
 
-    def __init__(self, modules: tuple = (), n: int | None = None):
+    def __init__(self, modules: tuple = (), n: int | None = None, eager: bool = True):
         from multiprocessing.connection import Listener
-        self.modules, self.n = tuple(modules), n or workers()
+        self.modules, self.n = tuple(modules), n or builds_at_once()
         self.broken: str | None = None
         self.restarts = 0
+        self.closed = False
         self._lock = threading.Lock()
-        self.executor = self._executor()
+        self.executor: ProcessPoolExecutor | None = self._executor() if eager else None
         self.folder = tempfile.mkdtemp(prefix="harness-triton-pool-")
         self.listener = Listener(os.path.join(self.folder, "socket"), "AF_UNIX", authkey=mp.current_process().authkey)
         self.address = self.listener.address
@@ -297,10 +295,19 @@ class Pool:
 
     def build(self, jobs: list[Job]) -> list[tuple] | None:
         """Each job's result, in order; a job the pool could not run is a ``pool`` error.
-        None once the pool has broken for good (RESTARTS)."""
+        None once the pool has broken for good (RESTARTS, or its processes could not start)
+        or closed."""
         with self._lock:
-            if self.broken:
+            if self.broken or self.closed:
                 return None   # the client builds them itself
+            if self.executor is None:
+                try:
+                    self.executor = self._executor()
+                except Exception as e:  # noqa: BLE001 - no processes here: the client builds them
+                    self.broken = (f"the compile pool's processes did not start ({type(e).__name__}: {e}); "
+                                   "candidates compile where they launch")
+                    say(self.broken)
+                    return None
             executor = self.executor
         try:
             futures = [executor.submit(build_one, j) for j in jobs]
@@ -341,9 +348,13 @@ class Pool:
             self.listener.close()
         except OSError:
             pass
-        self.executor.shutdown(wait=False, cancel_futures=True)
-        for p in list((getattr(self.executor, "_processes", None) or {}).values()):
-            p.kill()   # a build in flight: the run is over, nothing waits for it
+        with self._lock:
+            executor, self.executor = self.executor, None
+            self.closed = True   # a build asked for from now on starts no processes
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+            for p in list((getattr(executor, "_processes", None) or {}).values()):
+                p.kill()   # a build in flight: the run is over, nothing waits for it
         try:
             os.unlink(self.address)
             os.rmdir(self.folder)
@@ -354,14 +365,15 @@ class Pool:
 _pool: Pool | None = None
 
 
-def start(modules=(), n: int | None = None) -> bool:
+def start(modules=(), n: int | None = None, eager: bool = True) -> bool:
     """Start the pool (once per process) and tell the processes started after it where it
-    is (ADDRESS); False, with the reason said, where processes cannot start here."""
+    is (ADDRESS); False, with the reason said, where processes cannot start here. Not
+    ``eager``: only its socket now, its processes at the first build asked of it."""
     global _pool
     if _pool is not None:
         return True
     try:
-        _pool = Pool(modules, n)
+        _pool = Pool(modules, n, eager)
     except Exception as e:  # noqa: BLE001 - no processes, no socket: the cases build in their process
         say(f"the compile pool did not start ({type(e).__name__}: {e}); candidates compile in the cases' "
             "process, in threads")

@@ -19,6 +19,21 @@ MAX_ON_CHIP = 32768
 ROW_TILE = 4096
 TILE_ELEMENTS = 8192        # the most elements of a tile of several rows
 
+# A row kernel's row count and grid (its ``rows`` and ``programs`` parameters), left
+# unspecialised: @triton.jit(do_not_specialize=BATCH_ARGS). Triton otherwise compiles an
+# integer parameter per class of its value (1, a multiple of 16, neither), so a config took
+# a binary per batch size: the tuner's ~256 MiB problem of an odd row count (171853 rows of
+# 781 bf16), its 2048- and 16-row batches, a one-row batch and the case's own each built
+# their own (sm_90, RMSNorm 781 bf16 tuned for 1823 rows: 52 builds for 30 candidates, 33
+# unspecialised; LayerNorm welford: 84 for 34, then 37), and the tuner's steps for the small
+# batches waited on builds. Neither takes part in an address (a tile's offsets are its row
+# times ``cols``, which stays specialised), so the loads keep their width. sm_90 SASS of 224
+# candidates at 4096-16384 columns on the large problem: the same but for tiles of two rows,
+# which test each row's bound (one compare more), and two masked ones (LayerNorm's
+# "predicated") whose rows' masks are no longer merged. No arithmetic on an element moves,
+# so neither do its bits; and every batch runs one binary per config.
+BATCH_ARGS = ("rows", "programs")
+
 # Switches that change when and how the bytes move, never which arithmetic runs on which
 # elements in which order: configs that differ only in these give identical bits, so a
 # batch may take its own without losing batch invariance. The tuner also compares the
