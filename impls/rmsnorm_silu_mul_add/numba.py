@@ -1,7 +1,8 @@
 """Numba chain y = silu(rmsnorm(x; g)) · u + r.
   fused:   one kernel: the row's rsqrt(mean(x²) + eps) (the Numba RMSNorm's first pass, the
            row kept in shared memory where it fits), then silu(n)·u + r per element in fp32,
-           rounded once: 4·R·H·s + H·s bytes.
+           rounded once: 4·R·H·s + H·s bytes. 16-bit outputs take device.silu16 (ex2 and an
+           approximate reciprocal, as the CUDA kernel's silu_16), fp32 the accurate silu.
   unfused: the Numba RMSNorm, then silu, mul and add as elementwise kernels, each
            intermediate rounded to the dtype, written and read back (~10·R·H·s bytes)."""
 import numpy as np
@@ -11,7 +12,7 @@ from numba import cuda, float32, uint32
 from harness.registry import impl
 from impls._frameworks._launch import configured, scratch
 from impls._frameworks.numba.device import (CHUNK, chunk_load, chunk_store, end_element, flat_span, inlined, load,
-                                            per_word, silu, store)
+                                            per_word, row_silu, silu, store)
 from impls._frameworks.numba.launch import CHUNKS as FLAT_CHUNKS
 from impls._frameworks.numba.launch import blocks_for, tuned, with_grid
 from impls._frameworks.numba.rowchunks import (cache_base, chunk_into, kept, load_step, step_values, put_chunk, row_of,
@@ -60,7 +61,7 @@ def _fused(x, xw, xp, weight, ww, wp, u, uw, up, r, rw, rp, y, yw, yp, rows, col
                 chunk_into(gains, 0, weight, ww, w_wide, w_word, 0, kj, n, float32(0), whole)
                 for t in range(span):
                     i, o = (h * part + j) * span + t, j * span + t
-                    out[t] = silu(values[i] * rstd * gains[t]) * gates[o] + residuals[o]
+                    out[t] = row_silu(x, values[i] * rstd * gains[t]) * gates[o] + residuals[o]
                 put_chunk(y, yw, y_wide, y_word, start, kj, n, out, whole)
         k = uint32(k + step_of(x, group))
 
