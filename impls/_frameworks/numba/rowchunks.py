@@ -20,9 +20,8 @@ refuses longer ones).
 visits nothing but still joins its group's reductions (they synchronise the block)."""
 from numba import cuda, int64, uint32, uint64
 
-from impls._frameworks.numba.device import (inlined, load, load_pair, narrow, pair_bits, per_word, shared_address,
-                                            shared_load, shared_store, store, store_pair, to_bits, word_bits,
-                                            word_values)
+from impls._frameworks.numba.device import (inlined, load, load_pair, per_word, shared_address, shared_load,
+                                            shared_store, store, store_pair, word_bits, word_values)
 from impls._frameworks.numba.rows import CHUNKS
 
 
@@ -104,8 +103,7 @@ def chunk_into(values, o, a, w, wide, word, start, k, n, fill, whole):
 @cuda.jit(device=True)
 def fill_bits(a, fill):
     """A word of ``fill`` in a's type (four 16-bit or two fp32 elements)."""
-    p = uint64(pair_bits(a, fill, fill)) if narrow(a) else uint64(to_bits(a, fill))
-    return p | (p << uint64(32))
+    return word_bits(a, fill, fill, fill, fill)
 
 
 @inlined
