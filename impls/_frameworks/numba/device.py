@@ -339,6 +339,7 @@ else:
     def _load_pair(typingctx, w, i):
         def codegen(context, builder, sig, args):
             pair = builder.load(_pair_pointer(context, builder, sig.args[0], args[0], args[1]), align=16)
+            pair.set_metadata("invariant.load", builder.module.add_metadata([]))
             words = [builder.extract_element(pair, _ir.Constant(_ir.IntType(32), e)) for e in (0, 1)]
             return context.make_tuple(builder, sig.return_type, words)
         return _types.UniTuple(_types.uint64, 2)(w, _types.uint64), codegen
@@ -355,7 +356,10 @@ else:
 
     @cuda.jit(device=True)
     def load_pair(w, i):
-        """Words w[i] and w[i + 1] (i even, w 16-byte aligned) in one 16-byte load."""
+        """Words w[i] and w[i + 1] (i even, w 16-byte aligned) in one 16-byte load, marked
+        invariant (!invariant.load: the row kernels read only their inputs through it, which no
+        launch writes), so that it takes the read-only path, LDG.E.128.CONSTANT, as nvcc's
+        loads through the CUDA kernels' const __restrict__ pointers do."""
         return _load_pair(w, uint64(i))
 
     @cuda.jit(device=True)
