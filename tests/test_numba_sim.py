@@ -265,3 +265,14 @@ def test_rows_read_in_several_steps_are_right_and_the_cache_changes_no_bit(monke
             if len(outs) == 2 and not torch.equal(outs[0].view(torch.uint8), outs[1].view(torch.uint8)):
                 failures.append(f"{cols} columns, {case}: the cached row gave other bits than the row read again")
     assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("cols", [4096, 65536, 1 << 20])
+def test_every_row_length_has_a_config_of_at_most_512_threads(cols):
+    """A 1024-thread block does not launch for a kernel of more than 64 registers a thread (the
+    16-bit chain's and LayerNorm's on sm_90): the tuner's space for any row length holds a
+    group of at most 512 threads."""
+    from impls._frameworks.numba import rows
+    for itemsize in (2, 4):
+        space = rows.configs(cols, True, itemsize)
+        assert any(c["group"] <= 512 and c["threads"] <= 512 for c in space), space

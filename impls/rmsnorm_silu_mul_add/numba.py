@@ -28,6 +28,31 @@ SILU, MUL, ADD = 0, 1, 2
 # fp32 ones) beside x's step stay in registers; a whole step of u and r at once (48 values of
 # fp32) put bf16's in local memory (ptxas: a 192-byte stack frame) and fp32's at 118 registers.
 PART_VALUES = 8      # a local array's size must be a constant
+
+
+@inlined
+def _part(h, values, gates, residuals, gains, out, rstd, x, u, uw, u_wide, u_word, r, rw, r_wide, r_word, weight, ww,
+          w_wide, w_word, y, yw, y_wide, y_word, start, k, group, n, whole):
+    """Part h of a step's output (its chunks h·part .. h·part + part - 1). A function called
+    with h a constant, not a loop over h: a loop LLVM does not unroll (the kernel for any rows
+    in fp32) indexes ``values`` by a variable, which puts it in local memory."""
+    span = width(x)
+    part = PART_VALUES // span      # chunks in a part
+    if h >= CHUNKS // part:
+        return
+    for j in range(part):
+        kj = uint32(k + uint32((h * part + j) * group))
+        chunk_into(gates, j * span, u, uw, u_wide, u_word, start, kj, n, float32(0), whole)
+        chunk_into(residuals, j * span, r, rw, r_wide, r_word, start, kj, n, float32(0), whole)
+    for j in range(part):
+        kj = uint32(k + uint32((h * part + j) * group))
+        chunk_into(gains, 0, weight, ww, w_wide, w_word, 0, kj, n, float32(0), whole)
+        for t in range(span):
+            i, o = (h * part + j) * span + t, j * span + t
+            out[t] = row_silu(x, values[i] * rstd * gains[t]) * gates[o] + residuals[o]
+        put_chunk(y, yw, y_wide, y_word, start, kj, n, out, whole)
+
+
 @inlined
 def _fused(x, xw, xp, weight, ww, wp, u, uw, up, r, rw, rp, y, yw, yp, rows, cols, eps, group, cached, whole):
     cache = cuda.shared.array(0, float32)
@@ -45,24 +70,19 @@ def _fused(x, xw, xp, weight, ww, wp, u, uw, up, r, rw, rp, y, yw, yp, rows, col
     y_wide, y_word = row_words(y, yp, start)
     w_wide, w_word = row_words(weight, wp, 0)
     in_registers = kept(x, chunks, group)
-    span = width(x)
-    part = PART_VALUES // span      # chunks in a part
     k = lane
     while k < chunks:
         if not in_registers:
             load_step(values, x, xw, x_wide, x_word, start, k, group, n, float32(0), cache, base, chunks, cached, whole)
-        for h in range(CHUNKS // part):
-            for j in range(part):
-                kj = uint32(k + uint32((h * part + j) * group))
-                chunk_into(gates, j * span, u, uw, u_wide, u_word, start, kj, n, float32(0), whole)
-                chunk_into(residuals, j * span, r, rw, r_wide, r_word, start, kj, n, float32(0), whole)
-            for j in range(part):
-                kj = uint32(k + uint32((h * part + j) * group))
-                chunk_into(gains, 0, weight, ww, w_wide, w_word, 0, kj, n, float32(0), whole)
-                for t in range(span):
-                    i, o = (h * part + j) * span + t, j * span + t
-                    out[t] = row_silu(x, values[i] * rstd * gains[t]) * gates[o] + residuals[o]
-                put_chunk(y, yw, y_wide, y_word, start, kj, n, out, whole)
+        # a step has CHUNKS (4) chunks, a part one or two of them: four parts at most
+        _part(0, values, gates, residuals, gains, out, rstd, x, u, uw, u_wide, u_word, r, rw, r_wide, r_word, weight,
+              ww, w_wide, w_word, y, yw, y_wide, y_word, start, k, group, n, whole)
+        _part(1, values, gates, residuals, gains, out, rstd, x, u, uw, u_wide, u_word, r, rw, r_wide, r_word, weight,
+              ww, w_wide, w_word, y, yw, y_wide, y_word, start, k, group, n, whole)
+        _part(2, values, gates, residuals, gains, out, rstd, x, u, uw, u_wide, u_word, r, rw, r_wide, r_word, weight,
+              ww, w_wide, w_word, y, yw, y_wide, y_word, start, k, group, n, whole)
+        _part(3, values, gates, residuals, gains, out, rstd, x, u, uw, u_wide, u_word, r, rw, r_wide, r_word, weight,
+              ww, w_wide, w_word, y, yw, y_wide, y_word, start, k, group, n, whole)
         k = uint32(k + step_of(x, group))
 
 

@@ -269,8 +269,8 @@ if not SIMULATED:
             return lambda a, v: half_bits(v)
         return lambda a, v: float_bits(v)
 
-    @overload(narrow, target="cuda")
-    def _narrow(a):
+    @overload(narrow, target="cuda", inline="always")    # a constant where it is used: loops over a
+    def _narrow(a):                                      # chunk's elements have a constant trip count
         wide = a.dtype.bitwidth == 16
         return lambda a: wide
 
@@ -479,7 +479,7 @@ def chunk_store(a, w, e, wi, wide, valid, v0, v1, v2, v3):
         store(a, e + 3, v3)
 
 
-@cuda.jit(device=True)
+@inlined
 def per_word(a):
     """Elements a word holds: 4 of a 16-bit type, 2 of fp32."""
     return 4 if narrow(a) else 2

@@ -25,13 +25,13 @@ from impls._frameworks.numba.device import (inlined, load, load_pair, per_word, 
 from impls._frameworks.numba.rows import CHUNKS
 
 
-@cuda.jit(device=True)
+@inlined
 def width(a):
     """Columns a chunk of a holds: 16 bytes (8 of a 16-bit type, 4 of fp32)."""
     return 2 * per_word(a)
 
 
-@cuda.jit(device=True)
+@inlined
 def step_values(a):
     """Values a thread takes a step: CHUNKS chunks (32 of a 16-bit type, 16 of fp32)."""
     return CHUNKS * width(a)
