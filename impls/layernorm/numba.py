@@ -100,7 +100,7 @@ def _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, e
         k = uint32(k + step_of(x, group))
 
 
-# One kernel per variant and row kind (rows.whole: whole, word-aligned chunks, or any rows),
+# One kernel per variant and row kind (rows.whole: whole, 16-byte aligned chunks, or any rows),
 # both constants of its code.
 def _kernel(algorithm, whole_rows):
     def kernel(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, eps, group, cached):

@@ -62,7 +62,7 @@ def _rmsnorm(x, xw, xp, weight, ww, wp, y, yw, yp, rows, cols, eps, group, cache
         k = uint32(k + step_of(x, group))
 
 
-# Two kernels over one body: rows of whole, word-aligned chunks (rows.whole) and any rows.
+# Two kernels over one body: rows of whole, 16-byte aligned chunks (rows.whole) and any rows.
 @cuda.jit(cache=True)
 def _rmsnorm_whole(x, xw, xp, weight, ww, wp, y, yw, yp, rows, cols, eps, group, cached):
     _rmsnorm(x, xw, xp, weight, ww, wp, y, yw, yp, rows, cols, eps, group, cached, True)

@@ -86,7 +86,7 @@ def _fused(x, xw, xp, weight, ww, wp, u, uw, up, r, rw, rp, y, yw, yp, rows, col
         k = uint32(k + step_of(x, group))
 
 
-# Two kernels over one body: rows of whole, word-aligned chunks (rows.whole) and any rows.
+# Two kernels over one body: rows of whole, 16-byte aligned chunks (rows.whole) and any rows.
 @cuda.jit(cache=True)
 def _fused_whole(x, xw, xp, weight, ww, wp, u, uw, up, r, rw, rp, y, yw, yp, rows, cols, eps, group, cached):
     _fused(x, xw, xp, weight, ww, wp, u, uw, up, r, rw, rp, y, yw, yp, rows, cols, eps, group, cached, True)

@@ -90,7 +90,7 @@ def _softmax(x, xw, xp, y, yw, yp, rows, cols, group, cached, algorithm, whole):
         k = uint32(k + step_of(x, group))
 
 
-# One kernel per variant and row kind (rows.whole: whole, word-aligned chunks, or any rows),
+# One kernel per variant and row kind (rows.whole: whole, 16-byte aligned chunks, or any rows),
 # the algorithm, whether the row is cached and the row kind constants of its code.
 def _kernel(algorithm, whole_rows):
     on_chip = algorithm == ON_CHIP

@@ -8,9 +8,11 @@ becomes the canonical NaN), under the simulator on the bits (a NaN stays a quiet
 sign). ``load(a, i)`` and ``store(a, i, v)`` pick the conversion from the array's type: at
 compile time on the GPU (an overload per type), from the value's numpy type under the
 simulator. The reinterpreting casts between a float and its bits, rsqrt, the rounding into
-fp16/bf16 and the NaN-propagating max (PTX max.NaN on the GPU) are the only code that differs
-between the two (libdevice or inline PTX on the GPU, numpy under the simulator); the rest is
-the same code. Both round to nearest even and give NaN for NaN: only a NaN's payload differs.
+fp16/bf16, the NaN-propagating max (PTX max.NaN on the GPU), the 16-byte loads and stores, the
+row cache's shared-memory accesses and the softmax's and silu's ex2 and reciprocal are the only
+code that differs between the two (libdevice, LLVM or inline PTX on the GPU, numpy under the
+simulator); the rest is the same code. Both round to nearest even and give NaN for NaN: only a
+NaN's payload differs, and the approximate ex2 and reciprocal, whose bits are the hardware's.
 
 Reductions run over a *group*: ``group`` consecutive threads of a block (a power of two from
 1 to 1024; the block holds blockDim / group groups). Within a warp by xor shuffles, every lane
