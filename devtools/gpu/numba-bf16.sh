@@ -5,9 +5,9 @@
 # and 16384x8192 for the four row ops, bf16 and fp32, Numba then CUDA (the same roof, cached
 # in $HARNESS_CACHE); every Numba GPU test; every Numba kernel compiled and loaded on the GPU;
 # then each Numba case's % of roof, chosen config and every tuned candidate's registers and
-# time. Everything it writes is under $OUT. Under 6 minutes: each step's limit is cut to what
-# is left of BUDGET_S, in the order of what matters most (Numba's numbers, its tests, the
-# compile check, CUDA beside it).
+# time; Nsight Compute's speed of light for the bf16 kernels. Everything it writes is under
+# $OUT. Under 6 minutes: each step's limit is cut to what is left of BUDGET_S, in the order of
+# what matters most (Numba's numbers, its tests, the compile check, CUDA beside it, ncu).
 source "$(dirname "$0")/steps.sh"
 BUDGET_S=${BUDGET_S:-345}
 left() { local want=$1 rest=$((BUDGET_S - SECONDS)); echo $(( rest < want ? (rest > 5 ? rest : 5) : want )); }
@@ -31,7 +31,34 @@ step numba-compile "$(left 90)" python3 tests/numba_compile.py --gpu
 # 4. CUDA at the same shapes, for the ratio (its extension built here if this host has none).
 harness cuda-rows "$(left 120)" "$ROWS" impl=cuda "dtype=[bf16,fp32]" "$SHAPES"
 
-# 5. Per case: % of roof, the chosen config, and every tuned Numba candidate's registers and times.
+# 5. Nsight Compute's speed of light for the Numba bf16 kernels at 32768x4096 (the config the
+#    tuner chose above, from $HARNESS_CACHE): SM against DRAM throughput, instructions issued,
+#    registers and occupancy; is each kernel bound by its instructions or by memory?
+cat > /tmp/numba_ncu.py <<'PY'
+import torch
+from harness import registry
+fw = registry.frameworks()["numba"]
+fw.prepare(torch.device("cuda:0"))
+for op_name, variant in (("rmsnorm", registry.NO_VARIANT), ("softmax", "on_chip"), ("softmax", "three_pass"),
+                         ("layernorm", "two_pass"), ("rmsnorm_silu_mul_add", "fused")):
+    op = registry.ops()[op_name]()
+    registry.load_impls(op_name, ["numba"])
+    inputs = op.inputs((32768, 4096), torch.bfloat16, torch.device("cuda:0"), seed=1)
+    out = op.make_output(inputs)
+    launch = registry.registered()[(op_name, "numba", variant)].bind(**inputs, out=out)
+    print(op_name, variant, getattr(launch, "config", None), flush=True)
+    launch()                                  # binding tuned (or read the tuner's table) already
+    with torch.cuda.nvtx.range("profile"):    # ncu profiles only the launches in this range
+        launch()
+    torch.cuda.synchronize()
+PY
+if command -v ncu > /dev/null; then
+  step numba-ncu "$(left 90)" ncu --nvtx --nvtx-include "profile/" \
+    --section SpeedOfLight --section LaunchStats --section Occupancy --metrics smsp__inst_executed.sum \
+    --csv --page details python3 /tmp/numba_ncu.py
+fi
+
+# 6. Per case: % of roof, the chosen config, and every tuned Numba candidate's registers and times.
 python3 - "$OUT" > "$OUT/rows-summary.txt" 2>&1 <<'PY'
 import json, sys
 from pathlib import Path
