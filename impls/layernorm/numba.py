@@ -51,7 +51,7 @@ def _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, e
             step_mean = step_sum / float32(count)
             step_m2 = float32(0)
             for u in range(step_values(x)):   # all of them, masked: a constant trip count keeps values in registers
-                if in_row(x, k, u // span, group, u % span, n):
+                if in_row(x, k, u // span, group, u % span, n, whole):
                     deviation = values[u] - step_mean
                     step_m2 += deviation * deviation
             n_, mean, m2 = welford_merge(n_, mean, m2, float32(count), step_mean, step_m2)
@@ -77,7 +77,7 @@ def _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, e
                 load_step(values, x, xw, x_wide, x_word, start, k, group, n, float32(0), cache, base, chunks, cached,
                           whole)
             for u in range(step_values(x)):
-                if in_row(x, k, u // span, group, u % span, n):
+                if in_row(x, k, u // span, group, u % span, n, whole):
                     deviation = values[u] - mean
                     squares += deviation * deviation
             k = uint32(k + step_of(x, group))

@@ -194,7 +194,12 @@ def kept(x, chunks, group):
     return chunks <= step_of(x, group)
 
 
-@cuda.jit(device=True)
-def in_row(x, k, u, group, t, n):
-    """Whether element t of chunk k + u·group (column width·(k + u·group) + t) lies in the row."""
-    return uint32(uint32(k + uint32(u * group)) * uint32(width(x)) + uint32(t)) < n
+@inlined
+def in_row(x, k, u, group, t, n, whole):
+    """Whether element t of chunk k + u·group (column width·(k + u·group) + t) lies in the row.
+    In a whole row's kernel (every chunk below n whole) a test of the chunk: one a chunk, not one
+    an element."""
+    c = uint32(uint32(k + uint32(u * group)) * uint32(width(x)))
+    if whole:
+        return c < n
+    return uint32(c + uint32(t)) < n
