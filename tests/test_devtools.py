@@ -79,3 +79,25 @@ def test_gpu_run_exits_with_the_worst_step_s_status(tmp_path):
     log = (out / "log").read_text()
     assert "sweep a: exit 3" in log and "sweep b: exit 0" in log, log
     assert proc.returncode == 3, log
+
+
+def test_numba_sass_shows_the_row_kernels_moving_16_bytes_a_load():
+    """devtools/numba-sass compiles rmsnorm's Numba kernels to SASS (sm_90, no GPU): every
+    global load and store of the whole-row kernel is 16 bytes wide (LDG.E.128/STG.E.128, none of
+    8 bytes), in bf16 and fp32, with the row cache on and off, and it names a bad op."""
+    import shutil
+    ptxas = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "ptxas"
+    if not (ptxas.exists() or shutil.which("ptxas")):
+        pytest.skip("no ptxas (a CUDA toolkit) to compile PTX to SASS")
+    tool = str(ROOT / "devtools" / "numba-sass")
+    proc = subprocess.run([sys.executable, tool, "rmsnorm"], capture_output=True, text=True, timeout=300)
+    if proc.returncode and "Failure finding" in proc.stdout + proc.stderr:   # no NVRTC/libnvvm for Numba
+        pytest.skip(f"Numba cannot compile here: {(proc.stdout + proc.stderr)[-500:]}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    kernels = [line for line in proc.stdout.splitlines() if line.startswith("numba rmsnorm")]
+    assert len(kernels) == 4, proc.stdout
+    for line in kernels:
+        assert "LDG.E.128" in line and "STG.E.128" in line and ".64 " not in line.split("instructions;")[1], line
+    assert "loop of" in proc.stdout, proc.stdout
+    bad = subprocess.run([sys.executable, tool, "rmsnrom"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "unknown op rmsnrom" in bad.stderr, bad.stderr

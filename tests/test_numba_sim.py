@@ -196,11 +196,12 @@ ALIGNMENT_CASES = [("rmsnorm", registry.NO_VARIANT, 102), ("layernorm", "welford
 @pytest.mark.parametrize("op_name,variant,cols", ALIGNMENT_CASES, ids=lambda v: str(v))
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_a_row_s_bits_do_not_depend_on_its_alignment(op_name, variant, cols, dtype):
-    """The row kernels move whole aligned chunks as 8-byte words and the rest one element at
-    a time, in the same order: the same rows at every element offset (word-aligned or not)
-    give the same bits (batch invariance across allocations). At 104 columns the aligned
-    offset runs the kernel for whole rows (rows.whole) and the others the kernel for any rows:
-    the two give the same bits. The 1-D reductions' chunks start at the first aligned element,
+    """The row kernels move whole aligned chunks as 16-byte loads and stores and the rest one
+    element at a time, in the same order: the same rows at every element offset (16-byte
+    aligned or not) give the same bits (batch invariance across allocations). At 104 columns
+    (a whole number of chunks: 8 columns of a 16-bit type, 4 of fp32) the aligned offset runs
+    the kernel for whole rows (rows.whole) and the others the kernel for any rows: the two give
+    the same bits. The 1-D reductions' chunks start at the first aligned element,
     so their order, and bits, follow the address."""
     spec = OPS[op_name]
     op = spec()
@@ -217,7 +218,61 @@ def test_a_row_s_bits_do_not_depend_on_its_alignment(op_name, variant, cols, dty
         kinds.append(launch.config["whole"])
         launch()
         results.append(out.clone())
-    assert kinds == [cols % 4 == 0, False, False, False], kinds
+    assert kinds == [cols % (16 // torch.empty(0, dtype=getattr(torch, dtype)).element_size()) == 0, False, False,
+                     False], kinds
     for offset, got in enumerate(results[1:], 1):
         assert torch.equal(got.view(-1).view(torch.uint8), results[0].view(-1).view(torch.uint8)), \
             f"{op_name} {dtype}: offset {offset} gave other bits than offset 0"
+
+
+# The norms and the chain read a row again or cache it (the tuner chooses); on_chip always
+# caches it; three_pass and online always read it again.
+CACHE_CHOICES = {"on_chip": (True,), "three_pass": (False,), "online": (False,)}
+ROW_IMPLS = [k for k in IMPLS if OPS[k[0]].row_op and k[2] not in OPS[k[0]].negative_controls
+             and (k[0], k[2]) != ("rmsnorm_silu_mul_add", "unfused")]
+
+
+@pytest.mark.parametrize("key", ROW_IMPLS, ids=lambda k: "-".join(k))
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_rows_read_in_several_steps_are_right_and_the_cache_changes_no_bit(monkeypatch, key, dtype):
+    """The simulator's own config (rows.sim_config) covers each row in one step (its values kept
+    in registers); here a group of 2 threads takes each row in several steps, the last one
+    partial, with the row cached in shared memory or read again: both right against the
+    float64 reference, on whole rows (104 columns, aligned) and on any rows (101, misaligned,
+    every input set), and the same bits either way (``cached`` is neutral: rows.py)."""
+    from impls._frameworks.numba import rows
+    op_name, _, variant = key
+    op = OPS[op_name]()
+    bind = registry.registered()[key].bind
+    failures = []
+    for cols, offset in ((104, 0), (101, 1)):
+        for case in ["random", *(op.adversarial if offset else ())]:
+            inputs = op.inputs((3, cols), getattr(torch, dtype), CPU, seed=cols + len(case), case=case)
+            moved = {k: _misaligned(v, offset) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+            outs = []
+            for cached in CACHE_CHOICES.get(variant, (True, False)):
+                def config(n, cacheable, itemsize, cached=cached):
+                    c = rows.shape(2, n, cacheable, itemsize)
+                    assert not c["kept"], c
+                    return {**c, "cached": cached and cacheable}
+                monkeypatch.setattr(rows, "sim_config", config)
+                out = _misaligned(op.make_output(moved), offset)
+                result, _ = checked_launch(op, bind(**moved, out=out), moved, out, getattr(torch, dtype), case,
+                                           cols, lambda: None)
+                if not result.passed:
+                    failures.append(f"{cols} columns, {case}, cached={cached}: {result.detail}")
+                outs.append(out.clone())
+            if len(outs) == 2 and not torch.equal(outs[0].view(torch.uint8), outs[1].view(torch.uint8)):
+                failures.append(f"{cols} columns, {case}: the cached row gave other bits than the row read again")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("cols", [4096, 65536, 1 << 20])
+def test_every_row_length_has_a_config_of_at_most_512_threads(cols):
+    """A 1024-thread block does not launch for a kernel of more than 64 registers a thread (the
+    16-bit chain's and LayerNorm's on sm_90): the tuner's space for any row length holds a
+    group of at most 512 threads."""
+    from impls._frameworks.numba import rows
+    for itemsize in (2, 4):
+        space = rows.configs(cols, True, itemsize)
+        assert any(c["group"] <= 512 and c["threads"] <= 512 for c in space), space

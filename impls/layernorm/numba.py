@@ -1,8 +1,8 @@
 """Numba LayerNorm: a group of threads per row (several rows a block when short; rows.py),
-CHUNKS chunks of 4 columns in flight per thread as 8-byte words, rows indexed flat,
+four 16-byte chunks in flight per thread (rowchunks), rows indexed flat,
 statistics in fp32, the row kept in shared memory for its later passes where it fits (x
 read once), else read again (from L2); 2·R·H·s + 2·H·s bytes.
-  welford:  each step's (up to) UNROLL values as one (count, mean, M2) state, merged into
+  welford:  each step's values (up to rowchunks.step_values) as one (count, mean, M2) state, merged into
             the thread's running state, the states merged across the group (Chan et al.): one pass for
             the statistics, one division per step, not per element.
   two_pass: the mean, then sum((x - mean)²).
@@ -12,11 +12,11 @@ import numpy as np
 from numba import cuda, float32, int64, uint32
 
 from harness.registry import impl
-from impls._frameworks.numba.device import CHUNK, group_sum, group_welford, inlined, rsqrt, welford_merge
-from impls._frameworks.numba.rowchunks import (cache_base, cache_step, chunk_at, in_row, kept, load_step, put_chunk,
-                                               row_of, row_words, step_of)
+from impls._frameworks.numba.device import group_sum, group_welford, inlined, rsqrt, welford_merge
+from impls._frameworks.numba.rowchunks import (cache_base, cache_step, chunk_into, in_row, kept, load_step, step_values,
+                                               put_chunk, row_of, row_words, step_of, width)
 from impls._frameworks._launch import scratch
-from impls._frameworks.numba.rows import CHUNKS, UNROLL, grid, row_launcher, shared_bytes, whole
+from impls._frameworks.numba.rows import CHUNKS, MAX_CHUNK, STEP_MAX, grid, row_launcher, shared_bytes, whole
 from impls._frameworks.numba.runtime import Launch, word_views
 
 WELFORD, TWO_PASS, NAIVE = 0, 1, 2
@@ -26,38 +26,42 @@ VARIANTS = {"welford": WELFORD, "two_pass": TWO_PASS, "naive": NAIVE}
 @inlined
 def _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, eps, group, cached, algorithm, whole):
     cache = cuda.shared.array(0, float32)
-    values = cuda.local.array(UNROLL, float32)
-    lane, slot, n, start, chunks = row_of(group, rows, cols)
-    base = cache_base(slot, chunks)
+    values = cuda.local.array(STEP_MAX, float32)
+    gains = cuda.local.array(MAX_CHUNK, float32)
+    shifts = cuda.local.array(MAX_CHUNK, float32)
+    out = cuda.local.array(MAX_CHUNK, float32)
+    lane, slot, n, start, chunks = row_of(x, group, rows, cols)
+    base = cache_base(x, cache, slot, chunks)
     x_wide, x_word = row_words(x, xp, start)
-    in_registers = kept(chunks, group)
+    in_registers = kept(x, chunks, group)
+    span = width(x)
     n_, mean, m2 = float32(0), float32(0), float32(0)     # naive: -, sum, sum of squares
     k = lane
     while k < chunks:
         load_step(values, x, xw, x_wide, x_word, start, k, group, n, float32(0), cache, base, chunks, False, whole)
         step_sum = float32(0)
-        for u in range(UNROLL):
+        for u in range(step_values(x)):
             step_sum += values[u]
         if cached and not in_registers:
-            cache_step(values, cache, base, chunks, k, group, n, whole)
+            cache_step(values, x, cache, base, chunks, k, group, n, whole)
         if algorithm == WELFORD:
             count = 0
             for u in range(CHUNKS):
-                count += max(0, min(CHUNK, int64(n) - int64(CHUNK) * int64(k + u * group)))
+                count += max(0, min(span, int64(n) - int64(span) * int64(k + u * group)))
             step_mean = step_sum / float32(count)
             step_m2 = float32(0)
-            for u in range(UNROLL):   # all UNROLL, masked: a constant trip count keeps values in registers
-                if in_row(k, u // CHUNK, group, u % CHUNK, n):
+            for u in range(step_values(x)):   # all of them, masked: a constant trip count keeps values in registers
+                if in_row(x, k, u // span, group, u % span, n, whole):
                     deviation = values[u] - step_mean
                     step_m2 += deviation * deviation
             n_, mean, m2 = welford_merge(n_, mean, m2, float32(count), step_mean, step_m2)
         elif algorithm == NAIVE:
             mean += step_sum
-            for u in range(UNROLL):
+            for u in range(step_values(x)):
                 m2 += values[u] * values[u]
         else:
             mean += step_sum
-        k = uint32(k + step_of(group))
+        k = uint32(k + step_of(x, group))
     if algorithm == WELFORD:
         n_, mean, m2 = group_welford(n_, mean, m2, group)
         variance = m2 / float32(cols)
@@ -72,11 +76,11 @@ def _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, e
             if not in_registers:
                 load_step(values, x, xw, x_wide, x_word, start, k, group, n, float32(0), cache, base, chunks, cached,
                           whole)
-            for u in range(UNROLL):
-                if in_row(k, u // CHUNK, group, u % CHUNK, n):
+            for u in range(step_values(x)):
+                if in_row(x, k, u // span, group, u % span, n, whole):
                     deviation = values[u] - mean
                     squares += deviation * deviation
-            k = uint32(k + step_of(group))
+            k = uint32(k + step_of(x, group))
         variance = group_sum(squares, group) / float32(cols)
     rstd = rsqrt(variance + eps)
     y_wide, y_word = row_words(y, yp, start)
@@ -88,16 +92,15 @@ def _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, e
             load_step(values, x, xw, x_wide, x_word, start, k, group, n, float32(0), cache, base, chunks, cached, whole)
         for u in range(CHUNKS):
             ku = uint32(k + uint32(u * group))
-            g0, g1, g2, g3 = chunk_at(weight, ww, w_wide, w_word, 0, ku, n, float32(0), whole)
-            b0, b1, b2, b3 = chunk_at(bias, bw, b_wide, b_word, 0, ku, n, float32(0), whole)
-            i = 4 * u
-            put_chunk(y, yw, y_wide, y_word, start, ku, n, (values[i] - mean) * rstd * g0 + b0,
-                      (values[i + 1] - mean) * rstd * g1 + b1, (values[i + 2] - mean) * rstd * g2 + b2,
-                      (values[i + 3] - mean) * rstd * g3 + b3, whole)
-        k = uint32(k + step_of(group))
+            chunk_into(gains, 0, weight, ww, w_wide, w_word, 0, ku, n, float32(0), whole)
+            chunk_into(shifts, 0, bias, bw, b_wide, b_word, 0, ku, n, float32(0), whole)
+            for t in range(span):
+                out[t] = (values[u * span + t] - mean) * rstd * gains[t] + shifts[t]
+            put_chunk(y, yw, y_wide, y_word, start, ku, n, out, whole)
+        k = uint32(k + step_of(x, group))
 
 
-# One kernel per variant and row kind (rows.whole: whole, word-aligned chunks, or any rows),
+# One kernel per variant and row kind (rows.whole: whole, 16-byte aligned chunks, or any rows),
 # both constants of its code.
 def _kernel(algorithm, whole_rows):
     def kernel(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, eps, group, cached):

@@ -1,7 +1,8 @@
 """Numba chain y = silu(rmsnorm(x; g)) · u + r.
   fused:   one kernel: the row's rsqrt(mean(x²) + eps) (the Numba RMSNorm's first pass, the
            row kept in shared memory where it fits), then silu(n)·u + r per element in fp32,
-           rounded once: 4·R·H·s + H·s bytes.
+           rounded once: 4·R·H·s + H·s bytes. 16-bit outputs take device.silu16 (ex2 and an
+           approximate reciprocal, as the CUDA kernel's silu_16), fp32 the accurate silu.
   unfused: the Numba RMSNorm, then silu, mul and add as elementwise kernels, each
            intermediate rounded to the dtype, written and read back (~10·R·H·s bytes)."""
 import numpy as np
@@ -11,64 +12,81 @@ from numba import cuda, float32, uint32
 from harness.registry import impl
 from impls._frameworks._launch import configured, scratch
 from impls._frameworks.numba.device import (CHUNK, chunk_load, chunk_store, end_element, flat_span, inlined, load,
-                                            per_word, silu, store)
+                                            per_word, row_silu, silu, store)
 from impls._frameworks.numba.launch import CHUNKS as FLAT_CHUNKS
 from impls._frameworks.numba.launch import blocks_for, tuned, with_grid
-from impls._frameworks.numba.rowchunks import (cache_base, chunk_at, kept, load_step, put_chunk, row_of, row_words,
-                                               step_of)
-from impls._frameworks.numba.rows import CHUNKS, UNROLL, grid, row_launcher, shared_bytes, whole
+from impls._frameworks.numba.rowchunks import (cache_base, chunk_into, kept, load_step, step_values, put_chunk, row_of,
+                                               row_words, step_of, width)
+from impls._frameworks.numba.rows import CHUNKS, MAX_CHUNK, STEP_MAX, grid, row_launcher, shared_bytes, whole
 from impls._frameworks.numba.runtime import SIMULATED, Launch, flat_words, word_views
 from impls.rmsnorm.numba import bind as rmsnorm_bind
 from impls.rmsnorm.numba import row_rstd
 
 SILU, MUL, ADD = 0, 1, 2
-# The output pass takes a step's CHUNKS chunks of x (kept from the first pass where one step
-# covers the row) in halves: u and r for HALF chunks at a time (8 values of each) beside x's
-# 16 stay in registers; all four chunks of u and r at once (48 values) put bf16's in local
-# memory (ptxas: a 192-byte stack frame) and fp32's at 118 registers.
-HALF = 2
-HALF_VALUES = HALF * 4      # a local array's size must be a constant
+# The output pass takes a step's chunks of x (kept from the first pass where one step covers
+# the row) a part at a time: u and r for PART_VALUES values of each (one 16-bit chunk, two
+# fp32 ones) beside x's step stay in registers; a whole step of u and r at once (48 values of
+# fp32) put bf16's in local memory (ptxas: a 192-byte stack frame) and fp32's at 118 registers.
+PART_VALUES = 8      # a local array's size must be a constant
+
+
+@inlined
+def _part(h, values, gates, residuals, gains, out, rstd, x, u, uw, u_wide, u_word, r, rw, r_wide, r_word, weight, ww,
+          w_wide, w_word, y, yw, y_wide, y_word, start, k, group, n, whole):
+    """Part h of a step's output (its chunks h·part .. h·part + part - 1). A function called
+    with h a constant, not a loop over h: a loop LLVM does not unroll (the kernel for any rows
+    in fp32) indexes ``values`` by a variable, which puts it in local memory."""
+    span = width(x)
+    part = PART_VALUES // span      # chunks in a part
+    if h >= CHUNKS // part:
+        return
+    for j in range(part):
+        kj = uint32(k + uint32((h * part + j) * group))
+        chunk_into(gates, j * span, u, uw, u_wide, u_word, start, kj, n, float32(0), whole)
+        chunk_into(residuals, j * span, r, rw, r_wide, r_word, start, kj, n, float32(0), whole)
+    for j in range(part):
+        kj = uint32(k + uint32((h * part + j) * group))
+        chunk_into(gains, 0, weight, ww, w_wide, w_word, 0, kj, n, float32(0), whole)
+        for t in range(span):
+            i, o = (h * part + j) * span + t, j * span + t
+            out[t] = row_silu(x, values[i] * rstd * gains[t]) * gates[o] + residuals[o]
+        put_chunk(y, yw, y_wide, y_word, start, kj, n, out, whole)
 
 
 @inlined
 def _fused(x, xw, xp, weight, ww, wp, u, uw, up, r, rw, rp, y, yw, yp, rows, cols, eps, group, cached, whole):
     cache = cuda.shared.array(0, float32)
-    values = cuda.local.array(UNROLL, float32)
-    gates = cuda.local.array(HALF_VALUES, float32)
-    residuals = cuda.local.array(HALF_VALUES, float32)
-    lane, slot, n, start, chunks = row_of(group, rows, cols)
-    base = cache_base(slot, chunks)
+    values = cuda.local.array(STEP_MAX, float32)
+    gates = cuda.local.array(PART_VALUES, float32)
+    residuals = cuda.local.array(PART_VALUES, float32)
+    gains = cuda.local.array(MAX_CHUNK, float32)
+    out = cuda.local.array(MAX_CHUNK, float32)
+    lane, slot, n, start, chunks = row_of(x, group, rows, cols)
+    base = cache_base(x, cache, slot, chunks)
     x_wide, x_word = row_words(x, xp, start)
     rstd = row_rstd(values, x, xw, x_wide, x_word, start, n, chunks, cols, eps, group, lane, cache, base, cached, whole)
     u_wide, u_word = row_words(u, up, start)
     r_wide, r_word = row_words(r, rp, start)
     y_wide, y_word = row_words(y, yp, start)
     w_wide, w_word = row_words(weight, wp, 0)
-    in_registers = kept(chunks, group)
+    in_registers = kept(x, chunks, group)
     k = lane
     while k < chunks:
         if not in_registers:
             load_step(values, x, xw, x_wide, x_word, start, k, group, n, float32(0), cache, base, chunks, cached, whole)
-        for h in range(CHUNKS // HALF):
-            for j in range(HALF):
-                kj = uint32(k + uint32((h * HALF + j) * group))
-                gates[4 * j], gates[4 * j + 1], gates[4 * j + 2], gates[4 * j + 3] = chunk_at(
-                    u, uw, u_wide, u_word, start, kj, n, float32(0), whole)
-                residuals[4 * j], residuals[4 * j + 1], residuals[4 * j + 2], residuals[4 * j + 3] = chunk_at(
-                    r, rw, r_wide, r_word, start, kj, n, float32(0), whole)
-            for j in range(HALF):
-                kj = uint32(k + uint32((h * HALF + j) * group))
-                g0, g1, g2, g3 = chunk_at(weight, ww, w_wide, w_word, 0, kj, n, float32(0), whole)
-                i, o = 4 * (h * HALF + j), 4 * j
-                put_chunk(y, yw, y_wide, y_word, start, kj, n,
-                          silu(values[i] * rstd * g0) * gates[o] + residuals[o],
-                          silu(values[i + 1] * rstd * g1) * gates[o + 1] + residuals[o + 1],
-                          silu(values[i + 2] * rstd * g2) * gates[o + 2] + residuals[o + 2],
-                          silu(values[i + 3] * rstd * g3) * gates[o + 3] + residuals[o + 3], whole)
-        k = uint32(k + step_of(group))
+        # a step has CHUNKS (4) chunks, a part one or two of them: four parts at most
+        _part(0, values, gates, residuals, gains, out, rstd, x, u, uw, u_wide, u_word, r, rw, r_wide, r_word, weight,
+              ww, w_wide, w_word, y, yw, y_wide, y_word, start, k, group, n, whole)
+        _part(1, values, gates, residuals, gains, out, rstd, x, u, uw, u_wide, u_word, r, rw, r_wide, r_word, weight,
+              ww, w_wide, w_word, y, yw, y_wide, y_word, start, k, group, n, whole)
+        _part(2, values, gates, residuals, gains, out, rstd, x, u, uw, u_wide, u_word, r, rw, r_wide, r_word, weight,
+              ww, w_wide, w_word, y, yw, y_wide, y_word, start, k, group, n, whole)
+        _part(3, values, gates, residuals, gains, out, rstd, x, u, uw, u_wide, u_word, r, rw, r_wide, r_word, weight,
+              ww, w_wide, w_word, y, yw, y_wide, y_word, start, k, group, n, whole)
+        k = uint32(k + step_of(x, group))
 
 
-# Two kernels over one body: rows of whole, word-aligned chunks (rows.whole) and any rows.
+# Two kernels over one body: rows of whole, 16-byte aligned chunks (rows.whole) and any rows.
 @cuda.jit(cache=True)
 def _fused_whole(x, xw, xp, weight, ww, wp, u, uw, up, r, rw, rp, y, yw, yp, rows, cols, eps, group, cached):
     _fused(x, xw, xp, weight, ww, wp, u, uw, up, r, rw, rp, y, yw, yp, rows, cols, eps, group, cached, True)

@@ -8,9 +8,11 @@ becomes the canonical NaN), under the simulator on the bits (a NaN stays a quiet
 sign). ``load(a, i)`` and ``store(a, i, v)`` pick the conversion from the array's type: at
 compile time on the GPU (an overload per type), from the value's numpy type under the
 simulator. The reinterpreting casts between a float and its bits, rsqrt, the rounding into
-fp16/bf16 and the NaN-propagating max (PTX max.NaN on the GPU) are the only code that differs
-between the two (libdevice or inline PTX on the GPU, numpy under the simulator); the rest is
-the same code. Both round to nearest even and give NaN for NaN: only a NaN's payload differs.
+fp16/bf16, the NaN-propagating max (PTX max.NaN on the GPU), the 16-byte loads and stores, the
+row cache's shared-memory accesses and the softmax's and silu's ex2 and reciprocal are the only
+code that differs between the two (libdevice, LLVM or inline PTX on the GPU, numpy under the
+simulator); the rest is the same code. Both round to nearest even and give NaN for NaN: only a
+NaN's payload differs, and the approximate ex2 and reciprocal, whose bits are the hardware's.
 
 Reductions run over a *group*: ``group`` consecutive threads of a block (a power of two from
 1 to 1024; the block holds blockDim / group groups). Within a warp by xor shuffles, every lane
@@ -200,24 +202,24 @@ if not SIMULATED:
         return other
 
 
-# --- chunks: four consecutive elements, moved as 8-byte words ---------------------------------
+# --- words: 8 bytes of elements, moved as one integer ---------------------------------------
 #
 # A kernel that moves one 2- or 4-byte element per load issues 4 (fp32: 2) times the loads a
 # copy does, each with its own 64-bit index arithmetic: the instructions and registers, not
-# the bytes, set its speed. A *chunk* is four consecutive elements of a flat array: one 8-byte
-# word of a 16-bit type, two of fp32. ``chunk_load`` gives the four as fp32 and ``chunk_store``
-# writes four; both take the array twice, as its elements (``a``) and as 8-byte words (``w``,
-# runtime.words: the words from the first 8-byte aligned element on), with the chunk's
-# element index ``e`` and word index ``wi``. ``wide`` (the chunk is word-aligned and whole)
-# picks the words; otherwise the same elements move one at a time: the values, and so the
-# bits of every result, never depend on which way they moved. Numba has no load wider than
-# its widest scalar (8 bytes; numba-cuda 0.30.4's vector types are values, not array
-# elements, and its cache-hint loads take 8- to 64-bit dtypes only), so 16-byte loads are not
-# used. Word indices are unsigned: Numba wraps a negative signed index around (two
-# instructions more a load); an unsigned one it takes as it is.
+# the bytes, set its speed. The kernels move 8-byte *words* of a flat array instead (w,
+# runtime.words: a uint64 view from the array's first aligned element on): ``word_values``
+# unpacks one into its elements as fp32 (four of a 16-bit type, two of fp32) and ``word_bits``
+# packs them back, each rounded once into the array's type. The 1-D kernels move *chunks* of
+# four elements (one word of a 16-bit type, two of fp32: ``chunk_load``/``chunk_store``); the
+# row kernels move 16-byte chunks, two words at once (``load_pair``/``store_pair``: one
+# 16-byte access on the GPU, through an LLVM vector load or store; Numba's own loads are at
+# most 8 bytes, its vector types being values, not array elements). A chunk not whole or not
+# aligned moves one element at a time: the values, and so the bits of every result, never
+# depend on which way they moved. Word indices are unsigned: Numba wraps a negative signed
+# index around (two instructions more a load); an unsigned one it takes as it is.
 
 CHUNK = 4
-LOW16, LOW32 = uint64(0xFFFF), uint64(0xFFFFFFFF)
+LOW16 = uint32(0xFFFF)
 
 
 def from_bits(a, b):
@@ -240,7 +242,7 @@ def to_bits(a, v):
 
 
 def narrow(a):
-    """Whether a's elements are 16-bit (a word holds a chunk) rather than fp32 (two words)."""
+    """Whether a's elements are 16-bit (a word holds four) rather than fp32 (two)."""
     return a.dtype.itemsize == 2
 
 
@@ -269,8 +271,8 @@ if not SIMULATED:
             return lambda a, v: half_bits(v)
         return lambda a, v: float_bits(v)
 
-    @overload(narrow, target="cuda")
-    def _narrow(a):
+    @overload(narrow, target="cuda", inline="always")    # a constant where it is used: loops over a
+    def _narrow(a):                                      # chunk's elements have a constant trip count
         wide = a.dtype.bitwidth == 16
         return lambda a: wide
 
@@ -281,19 +283,177 @@ if not SIMULATED:
         return lambda a, lo, hi: half_pair(lo, hi)
 
 
+def word_values(a, b):
+    """The elements of word b (a uint64 of a's elements, the first in the low bits) as fp32:
+    four of a 16-bit type, two of fp32. By 32-bit halves: each element one instruction. The
+    simulator runs this Python; on the GPU the overload below (one per type: the tuples'
+    lengths differ) replaces it."""
+    lo, hi = np.uint32(b & np.uint64(0xFFFFFFFF)), np.uint32(np.uint64(b) >> np.uint64(32))
+    if narrow(a):
+        return (from_bits(a, lo & LOW16), from_bits(a, lo >> np.uint32(16)),
+                from_bits(a, hi & LOW16), from_bits(a, hi >> np.uint32(16)))
+    return from_bits(a, lo), from_bits(a, hi)
+
+
+if not SIMULATED:
+    @overload(word_values, target="cuda")
+    def _word_values(a, b):
+        if a.dtype.bitwidth == 16:
+            def four(a, b):
+                lo, hi = uint32(b), uint32(uint64(b) >> uint64(32))
+                return (from_bits(a, lo & LOW16), from_bits(a, lo >> uint32(16)),
+                        from_bits(a, hi & LOW16), from_bits(a, hi >> uint32(16)))
+            return four
+
+        def two(a, b):
+            return from_bits(a, uint32(b)), from_bits(a, uint32(uint64(b) >> uint64(32)))
+        return two
+
+
+@cuda.jit(device=True)
+def word_bits(a, v0, v1, v2, v3):
+    """The word of a's type holding the first per_word(a) of the values (fp32: v0 and v1; v2
+    and v3 unused), each rounded once (a pair of 16-bit ones by one cvt: pair_bits)."""
+    if narrow(a):
+        return uint64(pair_bits(a, v0, v1)) | (uint64(pair_bits(a, v2, v3)) << uint64(32))
+    return uint64(to_bits(a, v0)) | (uint64(to_bits(a, v1)) << uint64(32))
+
+
+if SIMULATED:
+    @cuda.jit(device=True)
+    def load_pair(w, i):
+        """Words w[i] and w[i + 1] (i even, w 16-byte aligned): one 16-byte load on the GPU."""
+        return w[i], w[i + 1]
+
+    @cuda.jit(device=True)
+    def store_pair(w, i, b0, b1):
+        """w[i], w[i + 1] = b0, b1 (i even, w 16-byte aligned): one 16-byte store on the GPU."""
+        w[i] = b0
+        w[i + 1] = b1
+else:
+    _PAIR = _ir.VectorType(_ir.IntType(64), 2)
+
+    def _pair_pointer(context, builder, array_type, array, index):
+        data = context.make_array(array_type)(context, builder, array).data
+        return builder.bitcast(builder.gep(data, [index]), _PAIR.as_pointer())
+
+    @intrinsic
+    def _load_pair(typingctx, w, i):
+        def codegen(context, builder, sig, args):
+            pair = builder.load(_pair_pointer(context, builder, sig.args[0], args[0], args[1]), align=16)
+            pair.set_metadata("invariant.load", builder.module.add_metadata([]))
+            words = [builder.extract_element(pair, _ir.Constant(_ir.IntType(32), e)) for e in (0, 1)]
+            return context.make_tuple(builder, sig.return_type, words)
+        return _types.UniTuple(_types.uint64, 2)(w, _types.uint64), codegen
+
+    @intrinsic
+    def _store_pair(typingctx, w, i, b0, b1):
+        def codegen(context, builder, sig, args):
+            pair = _ir.Constant(_PAIR, _ir.Undefined)
+            for e, b in enumerate(args[2:]):
+                pair = builder.insert_element(pair, b, _ir.Constant(_ir.IntType(32), e))
+            builder.store(pair, _pair_pointer(context, builder, sig.args[0], args[0], args[1]), align=16)
+            return context.get_dummy_value()
+        return _types.void(w, _types.uint64, _types.uint64, _types.uint64), codegen
+
+    @cuda.jit(device=True)
+    def load_pair(w, i):
+        """Words w[i] and w[i + 1] (i even, w 16-byte aligned) in one 16-byte load, marked
+        invariant (!invariant.load: the row kernels read only their inputs through it, which no
+        launch writes), so that it takes the read-only path, LDG.E.128.CONSTANT, as nvcc's
+        loads through the CUDA kernels' const __restrict__ pointers do."""
+        return _load_pair(w, uint64(i))
+
+    @cuda.jit(device=True)
+    def store_pair(w, i, b0, b1):
+        """w[i], w[i + 1] = b0, b1 (i even, w 16-byte aligned) in one 16-byte store."""
+        _store_pair(w, uint64(i), uint64(b0), uint64(b1))
+
+
+# --- shared memory by 32-bit addresses --------------------------------------------------
+# Numba addresses a shared array through 64-bit pointers to the shared window, which ptxas on
+# sm_90 rebuilds for every access (an S2R of the CTA's cluster id, a MOV and a LEA beside the
+# index arithmetic: 32 S2R in rmsnorm's bf16 output loop). A row cache is read and written by
+# its own thread only, so it is addressed here by the 32-bit shared offset of its first slot,
+# taken once (``shared_address``), and loaded and stored by ld/st.shared through inline PTX.
+# The accesses are marked as having side effects: LLVM keeps their order (a store before the
+# load of the same slot). The simulator indexes the array.
+
+if SIMULATED:
+    @cuda.jit(device=True)
+    def shared_address(cache):
+        """The shared offset of cache[0] (bytes)."""
+        return np.uint32(0)
+
+    @cuda.jit(device=True)
+    def shared_load(cache, address):
+        return cache[address // 4]
+
+    @cuda.jit(device=True)
+    def shared_store(cache, address, v):
+        cache[address // 4] = v
+else:
+    @intrinsic
+    def _shared_address(typingctx, cache):
+        def codegen(context, builder, sig, args):
+            data = context.make_array(sig.args[0])(context, builder, args[0]).data
+            fnty = _ir.FunctionType(_ir.IntType(32), [_ir.IntType(64)])
+            asm = _ir.InlineAsm(fnty, "{ .reg .u64 t; cvta.to.shared.u64 t, $1; cvt.u32.u64 $0, t; }", "=r,l")
+            return builder.call(asm, [builder.ptrtoint(data, _ir.IntType(64))])
+        return _types.uint32(cache), codegen
+
+    @intrinsic
+    def _shared_load(typingctx, address):
+        def codegen(context, builder, sig, args):
+            fnty = _ir.FunctionType(_ir.FloatType(), [_ir.IntType(32)])
+            return builder.call(_ir.InlineAsm(fnty, "ld.shared.f32 $0, [$1];", "=f,r", side_effect=True), args)
+        return _types.float32(_types.uint32), codegen
+
+    @intrinsic
+    def _shared_store(typingctx, address, v):
+        def codegen(context, builder, sig, args):
+            fnty = _ir.FunctionType(_ir.VoidType(), [_ir.IntType(32), _ir.FloatType()])
+            builder.call(_ir.InlineAsm(fnty, "st.shared.f32 [$0], $1;", "r,f", side_effect=True), args)
+            return context.get_dummy_value()
+        return _types.void(_types.uint32, _types.float32), codegen
+
+    @cuda.jit(device=True)
+    def shared_address(cache):
+        """The shared offset of cache[0] (bytes)."""
+        return _shared_address(cache)
+
+    @cuda.jit(device=True)
+    def shared_load(cache, address):
+        """The fp32 at shared offset ``address`` (bytes) of cache."""
+        return _shared_load(uint32(address))
+
+    @cuda.jit(device=True)
+    def shared_store(cache, address, v):
+        _shared_store(uint32(address), float32(v))
+
+
+def chunk_values(a, w, i):
+    """The four elements of the words from w[i] on (one word of a 16-bit type, two of fp32) as
+    fp32. The simulator runs this Python; on the GPU the overload below (one per type)."""
+    if narrow(a):
+        return word_values(a, w[i])
+    return word_values(a, w[i]) + word_values(a, w[i + 1])
+
+
+if not SIMULATED:
+    @overload(chunk_values, target="cuda")
+    def _chunk_values(a, w, i):
+        if a.dtype.bitwidth == 16:
+            return lambda a, w, i: word_values(a, w[i])
+        return lambda a, w, i: word_values(a, w[i]) + word_values(a, w[i + uint64(1)])
+
+
 @cuda.jit(device=True)
 def chunk_load(a, w, e, wi, wide, valid, fill):
     """Elements e .. e+3 of a as four fp32, those from ``valid`` on as ``fill``: as words
     w[wi] (and w[wi + 1] for fp32) when ``wide`` and the chunk is whole."""
     if wide and valid >= CHUNK:
-        i = uint64(wi)
-        if narrow(a):
-            b = uint64(w[i])
-            return (from_bits(a, b & LOW16), from_bits(a, (b >> uint64(16)) & LOW16),
-                    from_bits(a, (b >> uint64(32)) & LOW16), from_bits(a, (b >> uint64(48)) & LOW16))
-        b0, b1 = uint64(w[i]), uint64(w[i + uint64(1)])
-        return (from_bits(a, b0 & LOW32), from_bits(a, (b0 >> uint64(32)) & LOW32),
-                from_bits(a, b1 & LOW32), from_bits(a, (b1 >> uint64(32)) & LOW32))
+        return chunk_values(a, w, uint64(wi))
     v0 = load(a, e) if valid > 0 else fill
     v1 = load(a, e + 1) if valid > 1 else fill
     v2 = load(a, e + 2) if valid > 2 else fill
@@ -307,11 +467,9 @@ def chunk_store(a, w, e, wi, wide, valid, v0, v1, v2, v3):
     a's type: as words when ``wide`` and the chunk is whole."""
     if wide and valid >= CHUNK:
         i = uint64(wi)
-        if narrow(a):
-            w[i] = uint64(pair_bits(a, v0, v1)) | (uint64(pair_bits(a, v2, v3)) << uint64(32))
-        else:
-            w[i] = uint64(to_bits(a, v0)) | (uint64(to_bits(a, v1)) << uint64(32))
-            w[i + uint64(1)] = uint64(to_bits(a, v2)) | (uint64(to_bits(a, v3)) << uint64(32))
+        w[i] = word_bits(a, v0, v1, v2, v3)
+        if not narrow(a):
+            w[i + uint64(1)] = word_bits(a, v2, v3, v2, v3)
         return
     if valid > 0:
         store(a, e, v0)
@@ -323,19 +481,10 @@ def chunk_store(a, w, e, wi, wide, valid, v0, v1, v2, v3):
         store(a, e + 3, v3)
 
 
-@cuda.jit(device=True)
+@inlined
 def per_word(a):
     """Elements a word holds: 4 of a 16-bit type, 2 of fp32."""
     return 4 if narrow(a) else 2
-
-
-@cuda.jit(device=True)
-def words_at(a, phase, e):
-    """Whether a chunk starting at element e of a is word-aligned (``phase``: the index of a's
-    first 8-byte aligned element, -1 when a has no word view), and its word index."""
-    v = per_word(a)
-    rel = e - phase
-    return phase >= 0 and rel >= 0 and rel % v == 0, rel // v
 
 
 @cuda.jit(device=True)
@@ -379,6 +528,121 @@ else:
     def max_nan(a, b):
         """max that returns NaN if either is NaN (the hardware's canonical NaN)."""
         return _max_nan(float32(a), float32(b))
+
+
+# --- exp for the softmax's elements --------------------------------------------------------
+# exp(d) for d = x - max <= 0 as 2^(d·log2 e), as the CUDA kernels take it (device.cuh):
+# ``exp_keep`` for fp32 outputs, ex2.approx.f32 of the product rounded once (subnormal results
+# kept: the large_magnitude inputs have them); ``exp_shifted64`` for 16-bit outputs, e^d·2^64
+# by one FFMA and ex2.approx.ftz.f32 (no subnormal handling: every result that can reach a
+# 16-bit output stays normal there, and results below 2^-190 are 0 in bf16 and fp16 alike).
+# The row's sum carries the same 2^64, so e·(1/sum) is the softmax. libdevice's expf took four
+# FFMAs and a range check an element. The simulator computes 2^t in float64 from the same
+# fp32 t: within the hardware's ex2.approx (2 ulp), not its bits.
+LOG2E = float32(1.4426950408889634)
+SHIFT64 = float32(64)
+SMALLEST_NORMAL = float32(1.1754943508222875e-38)
+
+if SIMULATED:
+    @cuda.jit(device=True)
+    def exp_keep(d):
+        with np.errstate(invalid="ignore", over="ignore"):
+            return np.float32(np.exp2(np.float64(np.float32(np.float32(d) * LOG2E))))
+
+    @cuda.jit(device=True)
+    def exp_shifted64(d):
+        with np.errstate(invalid="ignore", over="ignore"):
+            t = np.float32(np.float64(d) * np.float64(LOG2E) + 64.0)     # one rounding, as the FFMA
+            e = np.float32(np.exp2(np.float64(t)))
+        return np.float32(0) if e < SMALLEST_NORMAL else e              # .ftz (NaN stays NaN)
+else:
+    def _ex2(ftz):
+        @intrinsic
+        def ex2(typingctx, t):
+            def codegen(context, builder, sig, args):
+                fnty = _ir.FunctionType(_ir.FloatType(), [_ir.FloatType()])
+                asm = _ir.InlineAsm(fnty, f"ex2.approx{'.ftz' if ftz else ''}.f32 $0, $1;", "=f,f")
+                return builder.call(asm, args)
+            return _types.float32(_types.float32), codegen
+        return ex2
+
+    _ex2_keep, _ex2_ftz = _ex2(False), _ex2(True)
+
+    @cuda.jit(device=True)
+    def exp_keep(d):
+        """e^d for fp32 outputs, subnormal results kept."""
+        return _ex2_keep(float32(float32(d) * LOG2E))
+
+    @cuda.jit(device=True)
+    def exp_shifted64(d):
+        """e^d·2^64 for 16-bit outputs (d <= 0): normal down to d = -131, 0 below."""
+        return _ex2_ftz(cuda.fma(float32(d), LOG2E, SHIFT64))
+
+
+if SIMULATED:
+    @cuda.jit(device=True)
+    def rcp_ftz(v):
+        """1/v (the hardware's rcp.approx.ftz on the GPU; here rounded from float64)."""
+        with np.errstate(divide="ignore"):
+            return np.float32(1.0 / np.float64(v))
+else:
+    @intrinsic
+    def _rcp_ftz(typingctx, v):
+        def codegen(context, builder, sig, args):
+            fnty = _ir.FunctionType(_ir.FloatType(), [_ir.FloatType()])
+            return builder.call(_ir.InlineAsm(fnty, "rcp.approx.ftz.f32 $0, $1;", "=f,f"), args)
+        return _types.float32(_types.float32), codegen
+
+    @cuda.jit(device=True)
+    def rcp_ftz(v):
+        """1/v by rcp.approx.ftz: for v in [1, 2] (a sigmoid's denominator), where flushing changes nothing."""
+        return _rcp_ftz(float32(v))
+
+
+TWO_M64 = float32(2.0 ** -64)
+
+
+@cuda.jit(device=True)
+def silu16(n):
+    """silu for 16-bit outputs, as the CUDA kernels' silu_16 (rmsnorm_silu_mul_add.cuh): e^-|n|
+    from exp_shifted64 (scaled by 2^64, normal for |n| < 131) and an approximate reciprocal,
+    their 3e-6 relative error within the 16-bit rounding (4e-3 bf16, 5e-4 fp16); for n < 0,
+    n·e^n/(1 + e^n) is formed on the scaled e^n and scaled back last, so that a subnormal
+    result is rounded once. Selects, not branches."""
+    scaled = exp_shifted64(-abs(n))                       # e^-|n| · 2^64
+    inv = rcp_ftz(float32(1) + scaled * TWO_M64)          # sigmoid(|n|)
+    positive = n >= float32(0)
+    return (n if positive else n * scaled) * inv * (float32(1) if positive else TWO_M64)
+
+
+def row_silu(a, n):
+    """silu(n) for an output of a's type: silu16 for 16-bit types, the accurate silu for fp32
+    (its subnormal results kept). The simulator runs this Python."""
+    if narrow(a):
+        return silu16(n)
+    return silu(n)
+
+
+def row_exp(a, d):
+    """exp(d) for an output of a's type, up to the factor common to the row (2^64 for 16-bit
+    types) that the division by the row's sum cancels. The simulator runs this Python."""
+    if narrow(a):
+        return exp_shifted64(d)
+    return exp_keep(d)
+
+
+if not SIMULATED:
+    @overload(row_silu, target="cuda")
+    def _row_silu(a, n):
+        if a.dtype.bitwidth == 16:
+            return lambda a, n: silu16(n)
+        return lambda a, n: silu(n)
+
+    @overload(row_exp, target="cuda")
+    def _row_exp(a, d):
+        if a.dtype.bitwidth == 16:
+            return lambda a, d: exp_shifted64(d)
+        return lambda a, d: exp_keep(d)
 
 
 @cuda.jit(device=True)

@@ -2,17 +2,20 @@
 row search.
 
 A row belongs to a *group* of ``group`` threads (a power of two, 1 to 1024); a row is cut into
-chunks of 4 consecutive columns (4k .. 4k+3, counted from the row's first column), and thread
-j of the group takes chunks j, j + group, ..., CHUNKS of them a step, their loads issued
-before any is used, taking a step's values in column order within a chunk and chunk order
-within the step. A chunk moves as 8-byte words when the row is word-aligned and as single
-elements otherwise (rowchunks.chunk_at): the same values in the same order, so a row's
-alignment changes no bit. Where every operand's rows hold whole, word-aligned chunks
-(``whole``: cols a multiple of 4, each tensor 8-byte aligned) a kernel compiled for such
-rows runs, a chunk one predicated load of its words; otherwise one that tests each chunk.
-Both do the same arithmetic in the same order. A block holds ``threads / group`` rows.
-Only ``group`` decides a row's bits (the order each thread adds its columns in, in fp32,
-and the reduction tree: device.py); ``threads``, ``cached`` (the row kept in shared memory
+chunks of 16 bytes, ``chunk`` consecutive columns (8 of a 16-bit type, 4 of fp32: columns
+chunk·k .. chunk·k + chunk - 1, counted from the row's first column), and thread j of the
+group takes chunks j, j + group, ..., CHUNKS of them a step (32 values of a 16-bit type, 16
+of fp32), their loads issued before any is used, taking a step's values in column order within
+a chunk and chunk order within the step, adding them into one fp32 partial. A chunk moves as
+one 16-byte load or store when the row starts on a 16-byte boundary and as single elements
+otherwise (rowchunks.chunk_into): the same values in the same order, so a row's alignment
+changes no bit. Where every operand's rows hold whole, aligned chunks (``whole``: cols a
+multiple of ``chunk``, each tensor 16-byte aligned) a kernel compiled for such rows runs, a
+chunk one predicated 16-byte load; otherwise one that tests each chunk. Both do the same
+arithmetic in the same order. A block holds ``threads / group`` rows. So a row's bits depend
+only on ``group`` and the row length (with the dtype, which fixes ``chunk``): the order each
+thread adds its columns in, in fp32, and the reduction tree (device.py);
+``threads``, ``cached`` (the row kept in shared memory
 as fp32 between its passes, where it fits, instead of read again), ``kept`` (one step of
 the group covers the row: its values stay in registers between the passes, no cache, no
 second read; it follows from the group and the row length) and the row kind change no bit.
@@ -27,8 +30,10 @@ from impls._frameworks._launch import configured
 from impls._frameworks.numba.launch import fingerprint
 from impls._frameworks.numba.runtime import SIMULATED, TooManyThreads
 
-CHUNKS = 4                    # chunks (of 4 columns) in flight per thread per step
-UNROLL = 16                   # columns in flight per thread per step (the kernels' local arrays)
+CHUNKS = 4                    # chunks (of 16 bytes) in flight per thread per step
+CHUNK_BYTES = 16              # a chunk: one 16-byte load or store
+MAX_CHUNK = 8                 # columns a chunk holds at most (a 16-bit type's)
+STEP_MAX = CHUNKS * MAX_CHUNK  # values a step holds at most (the kernels' local arrays)
 NEUTRAL = ("threads", "cached")
 # Dynamic shared memory a block may take: the 48 KiB a block gets without opting in (Numba
 # cannot opt in) covers the kernels' static arrays too (up to 512 B, the group reductions'),
@@ -43,21 +48,28 @@ def _pow2_at_least(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def cached_cols(cols: int) -> int:
-    """The fp32 slots a row takes in the cache: whole chunks (device.cache_put)."""
-    return -(-cols // 4) * 4
+def chunk_of(itemsize: int) -> int:
+    """Columns a chunk holds: 16 bytes of elements (rowchunks.width)."""
+    return CHUNK_BYTES // itemsize
+
+
+def cached_cols(cols: int, chunk: int) -> int:
+    """The fp32 slots a row takes in the cache: whole chunks (rowchunks.cache_put)."""
+    return -(-cols // chunk) * chunk
 
 
 def cache_bytes(config: dict, cols: int) -> int:
-    return (config["threads"] // config["group"]) * cached_cols(cols) * 4
+    return (config["threads"] // config["group"]) * cached_cols(cols, config["chunk"]) * 4
 
 
-def shape(group: int, cols: int, cacheable: bool, threads: int | None = None) -> dict:
+def shape(group: int, cols: int, cacheable: bool, itemsize: int, threads: int | None = None) -> dict:
     """A full config for ``group``: the block's threads (fewer rows a block when that lets the
     rows fit in shared memory), whether one step covers the row (``kept``: in registers, no
     shared memory taken) and, if not, whether the row is kept in shared memory."""
     threads = threads or max(group, BLOCK_THREADS if not SIMULATED else 32)
-    config = dict(group=group, threads=threads, cached=False, kept=-(-cols // 4) <= CHUNKS * group)
+    chunk = chunk_of(itemsize)
+    config = dict(group=group, threads=threads, cached=False, chunk=chunk,
+                  kept=-(-cols // chunk) <= CHUNKS * group)
     if cacheable and not config["kept"]:
         while cache_bytes(config, cols) > SHARED_LIMIT and config["threads"] > max(group, 32):
             config["threads"] //= 2
@@ -67,17 +79,22 @@ def shape(group: int, cols: int, cacheable: bool, threads: int | None = None) ->
     return config
 
 
-def configs(cols: int, cacheable: bool) -> list[dict]:
+def configs(cols: int, cacheable: bool, itemsize: int) -> list[dict]:
     """Every group with MIN_PER_THREAD to MAX_PER_THREAD columns a thread (the ends of the range
-    stretched so that short and very long rows have one)."""
+    stretched so that short and very long rows have one). A block of 1024 threads launches only
+    where the kernel takes at most 64 registers a thread (Numba compiles without launch bounds;
+    the 16-bit chain and LayerNorm kernels take 64-95 on sm_90), so where 1024 is the largest
+    group in range, 512 is a candidate too: every row length keeps one that launches."""
     groups = [g for g in (1 << k for k in range(11)) if MIN_PER_THREAD <= -(-cols // g) <= MAX_PER_THREAD]
     if not groups:
         groups = [1] if cols < MIN_PER_THREAD else [1024]
-    return [shape(g, cols, cacheable) for g in groups]
+    if groups[-1] == 1024 and 512 not in groups:
+        groups.insert(-1, 512)
+    return [shape(g, cols, cacheable, itemsize) for g in groups]
 
 
-def sim_config(cols: int, cacheable: bool) -> dict:
-    return shape(min(SIM_MAX_GROUP, _pow2_at_least(-(-cols // SIM_PER_THREAD))), cols, cacheable)
+def sim_config(cols: int, cacheable: bool, itemsize: int) -> dict:
+    return shape(min(SIM_MAX_GROUP, _pow2_at_least(-(-cols // SIM_PER_THREAD))), cols, cacheable, itemsize)
 
 
 def shared_bytes(config: dict, cols: int) -> int:
@@ -99,9 +116,9 @@ def row_launcher(key: tuple, label: str, inputs: tuple, scratch, bind, cacheable
         raise ValueError(f"rows of {cols} columns: the Numba row kernels index within a row in 32 bits (rows of "
                          "fewer than 2^31 columns); reshape the input into shorter rows")
     if SIMULATED:
-        config = sim_config(cols, cacheable)
+        config = sim_config(cols, cacheable, x.element_size())
         return configured(bind(config, inputs, rows), {**config, "whole": whole(inputs, cols), "simulated": True})
-    space = configs(cols, cacheable)
+    space = configs(cols, cacheable, x.element_size())
     key = ("numba", *key, cols, str(x.dtype))
     row_space = tuner.RowSpace(label=f"Numba {label} for {cols}-column rows ({str(x.dtype).replace('torch.', '')})",
                                cols=cols, shapes=space, scratch=scratch, bind=bind, row_bytes=cols * x.element_size(),
@@ -113,10 +130,10 @@ def row_launcher(key: tuple, label: str, inputs: tuple, scratch, bind, cacheable
 
 
 def whole(tensors, cols: int) -> bool:
-    """Whether every row of every operand (row-long ones too) holds whole, word-aligned chunks:
-    each tensor's first element 8-byte aligned (runtime.words' phase 0) and ``cols`` a multiple
-    of 4. The kernels then take the *whole* path (rowchunks: a chunk is one predicated load of
-    its words); otherwise the general one, which tests each chunk. Both move the same values in
-    the same order: which one ran changes no bit."""
+    """Whether every row of every operand (row-long ones too) holds whole, aligned chunks:
+    each tensor's first element 16-byte aligned (runtime.words' phase 0) and ``cols`` a
+    multiple of the chunk. The kernels then take the *whole* path (rowchunks: a chunk is one
+    predicated 16-byte load); otherwise the general one, which tests each chunk. Both move the
+    same values in the same order: which one ran changes no bit."""
     from impls._frameworks.numba.runtime import words
-    return cols % 4 == 0 and all(words(t)[1] == 0 for t in tensors)
+    return cols % chunk_of(tensors[0].element_size()) == 0 and all(words(t, CHUNK_BYTES)[1] == 0 for t in tensors)

@@ -54,6 +54,7 @@ def view(t: torch.Tensor):
 
 
 WORD_BYTES = 8
+PAIR_BYTES = 16     # the row kernels' chunks: two words, one 16-byte access
 
 
 def flat(t: torch.Tensor, what: str = "tensor") -> torch.Tensor:
@@ -64,14 +65,14 @@ def flat(t: torch.Tensor, what: str = "tensor") -> torch.Tensor:
     return t.detach().reshape(-1)
 
 
-def words(t: torch.Tensor):
-    """(w, phase): ``t``'s memory as 8-byte words from its first 8-byte aligned element on (a
-    Numba uint64 array, no copy), and that element's flat index; (an empty array, -1) when
-    ``t`` has none (fewer elements than a word, or a storage the dtype view refuses). The
+def words(t: torch.Tensor, align: int = WORD_BYTES):
+    """(w, phase): ``t``'s memory as 8-byte words from its first ``align``-byte aligned element
+    on (a Numba uint64 array, no copy), and that element's flat index; (an empty array, -1)
+    when ``t`` has none (fewer elements than a word, or a storage the dtype view refuses). The
     kernels move whole aligned chunks through ``w`` and every other element one at a time."""
     t = flat(t)
     size = t.element_size()
-    phase = (-t.data_ptr()) % WORD_BYTES // size
+    phase = (-t.data_ptr()) % align // size
     count = (t.numel() - phase) * size // WORD_BYTES
     try:
         if count <= 0 or (-t.data_ptr()) % size:
@@ -83,8 +84,9 @@ def words(t: torch.Tensor):
 
 
 def word_views(*tensors) -> list:
-    """(elements, words, phase) of each tensor in turn, flat: a row kernel's arguments."""
-    return [v for t in tensors for v in (view(flat(t)), *words(t))]
+    """(elements, words, phase) of each tensor in turn, flat: a row kernel's arguments (its
+    words from the first 16-byte aligned element: the row kernels move 16 bytes at a time)."""
+    return [v for t in tensors for v in (view(flat(t)), *words(t, PAIR_BYTES))]
 
 
 def flat_words(*tensors):
