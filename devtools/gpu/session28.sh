@@ -26,7 +26,7 @@ for line in open(sys.argv[1]):
     print(f"{row['op']} {row['phase']}: {row['seconds']} s{' (cut)' if row['cut'] else ''}, {row['cases']} cases")
     for k in sorted(row["tuning"], key=lambda k: -k["seconds"]):
         print(f"  {k['seconds']:6.2f} s (building {k.get('seconds_building')}, timing {k.get('seconds_timing')}; "
-              f"{k.get('timing_tally')}) {k['impl']} {k['variant']} {k['dtype']} {k['problems']['us']}")
+              f"{k.get('timing_tally')}) {k['impl']} {k['variant']} {k['dtype']} {(k.get('problems') or {}).get('us')}")
 PY
 head -40 "$OUT/tuning-seconds.txt"
 harness numba ${NUMBA_S:-50} "op=[softmax,rmsnorm,layernorm,rmsnorm_silu_mul_add]" impl=numba \
