@@ -24,8 +24,7 @@ from harness.registry import impl
 from impls._frameworks.triton.device import (first_pass, first_tile, load_columns_raw, load_tile,
                                             row_sums, span_offsets, store_tile, tile_input, tile_mask, tile_offsets)
 from impls._frameworks.triton.launch import configured
-from impls._frameworks.triton.rows import (BATCH_ARGS, ROW_OPTIONS, row_block, row_choice, row_config,
-                                          row_launcher)
+from impls._frameworks.triton.rows import ROW_OPTIONS, row_block, row_choice, row_config, row_launcher
 
 
 @triton.jit
@@ -180,7 +179,7 @@ def _looped_row(x_ptr, g_ptr, b_ptr, y_ptr, row, cols, eps, VARIANT: tl.constexp
             tl.store(y_ptr + base + start + c, y.to(y_ptr.dtype.element_ty), mask=mask, cache_modifier=STORE)
 
 
-@triton.jit(do_not_specialize=BATCH_ARGS)
+@triton.jit
 def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.constexpr,
                VARIANT: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr,
                EVEN: tl.constexpr, GROUP: tl.constexpr, PREFETCH: tl.constexpr, EARLY: tl.constexpr,

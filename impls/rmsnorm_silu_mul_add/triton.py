@@ -19,7 +19,7 @@ from impls._frameworks.triton.device import (load_columns, load_tile, span_offse
                                             sum_of_squares, tile_offsets)
 from impls._frameworks.triton.elementwise import launch_1d
 from impls._frameworks.triton.launch import configured
-from impls._frameworks.triton.rows import BATCH_ARGS, row_block, row_choice, row_config, row_launcher
+from impls._frameworks.triton.rows import row_block, row_choice, row_config, row_launcher
 from impls.rmsnorm.triton import rmsnorm_launcher
 
 # e^-24: for n < 0, silu takes the exp of n + 24 and scales back at the end (see _silu)
@@ -106,7 +106,7 @@ def _fused_row(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, row, cols, eps, BLOCK: tl.cons
             tl.store(y_ptr + base + start + c, y, mask=m, cache_modifier=STORE)
 
 
-@triton.jit(do_not_specialize=BATCH_ARGS)
+@triton.jit
 def _fused(x_ptr, g_ptr, u_ptr, r_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.constexpr,
            ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr, EVEN: tl.constexpr,
            EARLY: tl.constexpr, SPAN: tl.constexpr, PERSISTENT: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr,

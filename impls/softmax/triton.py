@@ -22,7 +22,7 @@ import triton.language as tl
 from harness.registry import impl
 from impls._frameworks.triton.device import load_row, store_row
 from impls._frameworks.triton.launch import configured
-from impls._frameworks.triton.rows import BATCH_ARGS, ROW_TILE, row_block, row_choice, row_launcher
+from impls._frameworks.triton.rows import ROW_TILE, row_block, row_choice, row_launcher
 
 _NEG_INF = tl.constexpr(float("-inf"))
 
@@ -83,7 +83,7 @@ def _softmax_row(x_ptr, y_ptr, row, cols, VARIANT: tl.constexpr, BLOCK: tl.const
             tl.store(y_ptr + base + start + c, y.to(y_ptr.dtype.element_ty), mask=mask, cache_modifier=STORE)
 
 
-@triton.jit(do_not_specialize=BATCH_ARGS)
+@triton.jit
 def _softmax(x_ptr, y_ptr, rows, cols, programs, COLS: tl.constexpr,
              VARIANT: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, EVEN: tl.constexpr,
              PERSISTENT: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr):
