@@ -170,3 +170,22 @@ def test_every_process_of_a_gpu_run_shares_one_triton_cache(monkeypatch, tmp_pat
     monkeypatch.delenv("TRITON_CACHE_DIR")
     triton_framework.Triton().prepare(torch.device("cpu"))   # the interpreter caches nothing
     assert "TRITON_CACHE_DIR" not in os.environ
+
+
+def test_a_failure_inside_the_pool_is_answered_never_left_waiting(on_a_gpu, monkeypatch):
+    """The case's process waits for the pool's answer: a failure of the pool's own (here its
+    build raising) comes back as an error for each job, and the next request is served."""
+    assert pool.start(("tests.pool_kernels",), n=1, eager=False)
+    calls = []
+
+    def failing(jobs):
+        calls.append(len(jobs))
+        if len(calls) == 1:
+            raise RuntimeError("the executor could not be replaced")
+        return [("built", "stand-in")] * len(jobs)
+    monkeypatch.setattr(pool._pool, "build", failing)
+    x = torch.empty(32, dtype=torch.float32)
+    jobs = [pool.job(pool_kernels.good, _call(x), "first"), pool.job(pool_kernels.good, _call(x, 128), "second")]
+    first = pool.build(jobs)
+    assert first == [("error", "pool", "the compile pool failed: RuntimeError: the executor could not be replaced")] * 2
+    assert pool.build(jobs) == [("built", "stand-in")] * 2 and calls == [2, 2]

@@ -284,14 +284,27 @@ class Pool:
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn) -> None:
+        """Answer each request of one case's process. Every request gets an answer, since its
+        process waits for one: a request that cannot be read gets None (that process then
+        builds its candidates itself), a failure of the pool's own an error for each job."""
         with conn:
             while True:
                 try:
                     jobs = conn.recv()
-                    results = self.build(jobs)
-                    conn.send(results)
                 except (EOFError, OSError):
                     return   # the case's process is gone (killed, timed out): nothing to answer
+                except Exception as e:  # noqa: BLE001 - a request that does not unpickle here
+                    say(f"the compile pool could not read a request ({type(e).__name__}: {e})")
+                    jobs, results = None, None
+                if jobs is not None:
+                    try:
+                        results = self.build(jobs)
+                    except Exception as e:  # noqa: BLE001 - the pool's own failure, said per job
+                        results = [("error", "pool", f"the compile pool failed: {type(e).__name__}: {e}")] * len(jobs)
+                try:
+                    conn.send(results)
+                except (EOFError, OSError):
+                    return
 
     def build(self, jobs: list[Job]) -> list[tuple] | None:
         """Each job's result, in order; a job the pool could not run is a ``pool`` error.
