@@ -1,7 +1,7 @@
 """Run settings that reach the plumbing through the environment: plan._framework_settings
-checks each of the run's config values and sets its variable, for this process and the
-workers it starts; the plumbing (the tuner, its cache, a framework's) reads it back here,
-one way for all of them."""
+checks each of the run's config values (naming the config key) and sets its variable, for
+this process and the workers it starts; the plumbing (the tuner, its cache, a framework's)
+reads it back here."""
 import os
 
 

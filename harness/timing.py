@@ -76,6 +76,7 @@ class Timing:
     median_hi_us: float | None = None
     sustained_us: float | None = None   # per launch, launches back to back (write-back charged)
     sustained_note: str = ""
+    stopped_by: str = ""                # what ended the sampling: samples (their cap), seconds (the budget), spread (or the interval: narrow enough)
 
 
 def _quantile(sorted_xs: list[float], q: float) -> float:
@@ -218,8 +219,10 @@ class CudaTimer:
                                                lambda xs: _done(xs, budget, started), host_us, budget.max_samples)
         # A launcher that synchronises (waits for its kernel) finishes every spin before it
         # returns: all its samples are late; they are what there is, and the count says so.
+        stopped_by = ("samples" if len(samples) >= budget.max_samples else
+                      "seconds" if time.perf_counter() - started >= budget.max_seconds else "spread")
         timing = summarize(samples if len(samples) >= budget.min_samples else samples + late, "cuda_events")
-        timing.late_samples, timing.spin_us = len(late), spin_us
+        timing.late_samples, timing.spin_us, timing.stopped_by = len(late), spin_us, stopped_by
         if nbytes < budget.graph_below_bytes:
             timing.graph_us, timing.graph_note = self._graph(launch, budget.graph_launches)
         if budget.sustained_above_l2 and nbytes >= budget.sustained_above_l2 * self.l2_bytes:

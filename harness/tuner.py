@@ -24,6 +24,7 @@ problem with the larger budgets.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -137,16 +138,15 @@ def measure(run, samples: int, seconds: float, unrunnable: tuple = ()) -> float 
     timer.MIN_SPIN_US = work.min_spin_us
     budget = TimingBudget(warmup_ms=2, min_samples=10, max_samples=samples, max_seconds=seconds, graph_below_bytes=0,
                           target_interval=work.target_interval)
-    began = time.perf_counter()
     try:
         timing = timer.time(run, budget, 1 << 30)
     except unrunnable:
         return None
-    if _tally is not None:   # how the measurements of a key went: samples kept and left out, caps reached
+    if _tally is not None:   # how a key's measurements went: samples kept and left out, time caps reached
         _tally["measures"] += 1
         _tally["samples"] += timing.samples
         _tally["late_samples"] += timing.late_samples
-        _tally["capped"] += timing.samples < samples and time.perf_counter() - began >= seconds
+        _tally["capped"] += timing.stopped_by == "seconds"
         _tally["max_spin_us"] = max(_tally["max_spin_us"], round(timing.spin_us or 0.0, 1))
     return timing.median_us
 
@@ -154,11 +154,15 @@ def measure(run, samples: int, seconds: float, unrunnable: tuple = ()) -> float 
 _tally: dict | None = None
 
 
-def tallied() -> dict:
-    """Start a tally of measure()'s samples for a tuning table (the last one started is filled)."""
+@contextlib.contextmanager
+def tallying():
+    """A tally of the samples of every measure() inside the block, for a tuning table."""
     global _tally
-    _tally = {"measures": 0, "samples": 0, "late_samples": 0, "capped": 0, "max_spin_us": 0.0}
-    return _tally
+    outer, _tally = _tally, {"measures": 0, "samples": 0, "late_samples": 0, "capped": 0, "max_spin_us": 0.0}
+    try:
+        yield _tally
+    finally:
+        _tally = outer
 
 
 def digest(args) -> str | None:
@@ -415,6 +419,11 @@ def tune_rows(key, space: RowSpace) -> Tuned:
     _entries[key] = entry
     if remembered := _remembered(key, entry):
         return remembered
+    with tallying() as tally:
+        return _search_rows(key, space, entry, tally)
+
+
+def _search_rows(key, space: RowSpace, entry, tally: dict) -> Tuned:
     started = time.perf_counter()
     work = effort()
     rows = _problems(space)
@@ -426,7 +435,6 @@ def tune_rows(key, space: RowSpace) -> Tuned:
     launches: dict = {}
 
     spent = {"binding": 0.0, "timing": 0.0, "digesting": 0.0}   # where a key's seconds go besides building
-    tally = tallied()
 
     def launcher(cfg, problem):
         k = (repr(sorted(cfg.items())), problem)

@@ -110,6 +110,9 @@ def test_the_build_is_named_by_what_decides_the_binary(monkeypatch):
     monkeypatch.setenv(build.ARCH_ENV, "sm90")
     with pytest.raises(build.BuildError, match="compute capabilities"):
         build.arch()
+    monkeypatch.setenv(build.ARCH_ENV, "7.5 9.0")
+    with pytest.raises(build.BuildError, match="8.0 and newer"):
+        build.arch()
 
 
 def test_a_kept_build_is_found_without_compiling(monkeypatch, tmp_path):

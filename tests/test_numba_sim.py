@@ -257,8 +257,9 @@ def test_rows_read_in_several_steps_are_right_and_the_cache_changes_no_bit(monke
                     return {**c, "cached": cached and cacheable}
                 monkeypatch.setattr(rows, "sim_config", config)
                 out = _misaligned(op.make_output(moved), offset)
-                result, _ = checked_launch(op, bind(**moved, out=out), moved, out, getattr(torch, dtype), case,
-                                           cols, lambda: None)
+                launch = bind(**moved, out=out)
+                assert launch.config["whole"] == (offset == 0), (cols, offset, launch.config)   # both kernels run
+                result, _ = checked_launch(op, launch, moved, out, getattr(torch, dtype), case, cols, lambda: None)
                 if not result.passed:
                     failures.append(f"{cols} columns, {case}, cached={cached}: {result.detail}")
                 outs.append(out.clone())

@@ -35,10 +35,21 @@ def test_liger_is_imported_at_its_first_bind_not_when_its_impls_are_collected(mo
     peer, and Liger's import takes seconds: its impl modules import without it, and a bind
     where it cannot be imported skips the case saying what to install."""
     import importlib
+    import types
 
     from harness.registry import Unavailable
-    for op in ("rmsnorm", "layernorm", "softmax"):
-        module = importlib.import_module(f"impls.{op}.liger")
-        monkeypatch.setitem(sys.modules, "liger_kernel", None)   # import liger_kernel... raises ImportError
-        with pytest.raises(Unavailable, match="pip install liger-kernel"):
+    from impls._frameworks import _peer
+    real_import = importlib.import_module
+    modules = {op: real_import(f"impls.{op}.liger") for op in ("rmsnorm", "layernorm", "softmax")}
+
+    def broken(name, *a):
+        if name.startswith("liger_kernel"):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *a)
+    monkeypatch.setattr(_peer.importlib, "import_module", broken)
+    for module in modules.values():
+        with pytest.raises(Unavailable, match="cannot be imported.*pip install liger-kernel"):
             module.bind(*[None] * (module.bind.__code__.co_argcount))
+    monkeypatch.setattr(_peer.importlib, "import_module", lambda name, *a: types.ModuleType(name))
+    with pytest.raises(Unavailable, match="has no rms_norm_forward"):   # a release without the entry point
+        modules["rmsnorm"].bind(None, None, None, None)

@@ -8,8 +8,12 @@ from harness.registry import Unavailable
 
 
 def entry(module: str, name: str, install: str):
-    """``module.name``; a failed import makes the case a skipped one saying why and what to install."""
+    """``module.name``. A package missing or broken (its import raising anything) or without
+    the entry point (a release that moved it) makes the case a skipped one saying why."""
     try:
-        return getattr(importlib.import_module(module), name)
-    except ImportError as e:
-        raise Unavailable(f"{module} cannot be imported ({e}); {install}") from e
+        found = importlib.import_module(module)
+    except Exception as e:  # noqa: BLE001 - a broken install is as unusable as a missing one
+        raise Unavailable(f"{module} cannot be imported ({type(e).__name__}: {e}); {install}") from e
+    if not hasattr(found, name):
+        raise Unavailable(f"{module} has no {name} (this release moved or renamed it); {install}")
+    return getattr(found, name)

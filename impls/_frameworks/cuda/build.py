@@ -43,6 +43,7 @@ NAME = "harness_cuda"
 FLAGS = ["-O3", "-lineinfo"]   # the C++ standard is the one torch builds its extensions with
 ARCH_ENV = "HARNESS_CUDA_ARCH"   # e.g. "9.0" (default: the H100/H200), "9.0 10.0"
 DEFAULT_ARCH = "9.0"
+MIN_MAJOR = 8                         # __hmax2_nan, createpolicy / .L2::cache_hint: sm_80 and newer
 PREBUILT_ENV = "HARNESS_EXTENSIONS_DIR"
 TOKEN_ENV = "HARNESS_CUDA_BUILD_RUN"   # one value per run (its workers inherit it): a failure is not retried in it
 FAILED = "build-failed"               # in the build folder: the run's token, then the failure's message
@@ -71,6 +72,9 @@ def arch() -> str:
         major, _, minor = a.partition(".")
         if not (major.isdigit() and minor.rstrip("+PTX").isdigit()):
             raise BuildError(f"{ARCH_ENV}={value!r}: give compute capabilities like '9.0' or '9.0 10.0'")
+        if int(major) < MIN_MAJOR:
+            raise BuildError(f"{ARCH_ENV}={value!r}: the kernels use instructions of compute capability 8.0 and "
+                             "newer (max.NaN on 16-bit pairs, L2 cache hints); give 8.0 or newer, e.g. '9.0'")
     return value
 
 

@@ -239,6 +239,8 @@ template <typename T, int P, bool W> struct Row {
                 for (int a = 0; a < AHEAD; ++a) {
                     // a pack past the row is computed on the last pack's operands and not stored:
                     // no branch around out()'s loads, so ptxas issues them all before the first use
+                    // (the price: in a row's last round, those threads read that pack's weight and
+                    // other operands again, from L2)
                     const int j = j0 + a * g.G < packs ? j0 + a * g.G : packs - 1;
                     float xs[N], ys[N];
 #pragma unroll

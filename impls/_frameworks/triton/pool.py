@@ -15,7 +15,7 @@ first build asked for: a run that finds every choice kept never starts them.
 A build is the kernel's own ``warmup`` with the launch's arguments, each tensor stood in for
 by its dtype and its address, for the launching process's GPU target: Triton specialises a
 pointer on its dtype and whether its address is a multiple of 16, an integer on its value
-(1, a multiple of 16, or neither; not the row kernels' row and program counts:
+(1, a multiple of 16, or neither; not RMSNorm's row kernel's row and program counts:
 rows.BATCH_ARGS), and keys the binary on the target, so the pool's build
 has the launch's cache key; a launch whose key differs compiles in its own process, as it
 would without the pool. The pool's processes never touch the GPU: they are given the target
@@ -260,10 +260,15 @@ class Pool:
         self.restarts = 0
         self.closed = False
         self._lock = threading.Lock()
-        self.executor: ProcessPoolExecutor | None = self._executor() if eager else None
+        # The socket first: a failure to open it then leaves no processes behind.
         self.folder = tempfile.mkdtemp(prefix="harness-triton-pool-")
         self.listener = Listener(os.path.join(self.folder, "socket"), "AF_UNIX", authkey=mp.current_process().authkey)
         self.address = self.listener.address
+        try:
+            self.executor: ProcessPoolExecutor | None = self._executor() if eager else None
+        except Exception:
+            self.close()
+            raise
         threading.Thread(target=self._accept, daemon=True, name="triton-pool").start()
 
     def _executor(self) -> ProcessPoolExecutor:

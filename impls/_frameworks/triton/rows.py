@@ -19,23 +19,19 @@ MAX_ON_CHIP = 32768
 ROW_TILE = 4096
 TILE_ELEMENTS = 8192        # the most elements of a tile of several rows
 
-# A row kernel's row count and grid (its ``rows`` and ``programs`` parameters), left
-# unspecialised: @triton.jit(do_not_specialize=BATCH_ARGS). Triton otherwise compiles an
-# integer parameter per class of its value (1, a multiple of 16, neither), so a config took
-# a binary per batch size: the tuner's ~256 MiB problem of an odd row count (171853 rows of
-# 781 bf16), its 2048- and 16-row batches, a one-row batch and the case's own each built
-# their own (sm_90, RMSNorm 781 bf16 tuned for 1823 rows: 52 builds for 30 candidates, 33
-# unspecialised; LayerNorm welford: 84 for 34, then 37), and the tuner's steps for the small
-# batches waited on builds. Neither takes part in an address (a tile's offsets are its row
-# times ``cols``, which stays specialised), so the loads keep their width. sm_90 SASS of 224
-# candidates at 4096-16384 columns on the large problem: the same but for tiles of two rows,
-# which test each row's bound (one compare more), and two masked ones (LayerNorm's
-# "predicated") whose rows' masks are no longer merged. No arithmetic on an element moves,
-# so neither do its bits; and every batch runs one binary per config.
-# Only RMSNorm's kernel takes it: side by side on the H200 at 32768x4096 its tuned configs
-# ran within 0.1% unspecialised; LayerNorm's fp16 welford choice there (a two-row
-# "predicated" tile) ran 248 us against 129 us specialised, so LayerNorm keeps Triton's
-# specialisation, and softmax and the chain keep it until such a measurement clears them.
+# RMSNorm's row kernel leaves its row count and grid (its ``rows`` and ``programs``
+# parameters) unspecialised: @triton.jit(do_not_specialize=BATCH_ARGS), one binary per config
+# for every batch. Triton otherwise compiles an integer parameter per class of its value (1, a
+# multiple of 16, neither): a config takes a binary per class of batch among the tuner's
+# problems (an odd ~256 MiB row count at 781 columns, 2048, 16), a one-row batch and the
+# case's own, and the tuner's small-batch steps wait on those builds (sm_90, RMSNorm 781 bf16:
+# 52 builds for 30 candidates, 33 unspecialised). Neither count takes part in an address, so
+# loads keep their width and no element's arithmetic moves. Side by side on the H200 at
+# 32768x4096 RMSNorm's tuned configs ran within 0.1% unspecialised. The other row kernels keep
+# Triton's specialisation: LayerNorm's fp16 welford choice there (a two-row "predicated"
+# tile, whose two rows' masks the compiler merges only with the count specialised, in SASS)
+# ran 248 us unspecialised against 129 us; softmax and the chain until a measurement clears
+# them.
 BATCH_ARGS = ("rows", "programs")
 
 # Switches that change when and how the bytes move, never which arithmetic runs on which
