@@ -11,7 +11,7 @@
 # 2. RMSNorm again with its caches warm: no key tuned, and no pool process started (the
 #    largest count of processes spawned by multiprocessing seen while it runs: the case's
 #    worker alone, against the worker and the pool in the cold run).
-# 3. triton-keys-ab.py: at each large case, the chosen config as shipped beside the same
+# 3. triton-keys-ab.py: at each large case, the chosen config unspecialised beside the same
 #    kernel specialised as Triton does by default, timed side by side (no-loss rule: within
 #    1%), and the bits both write (equal); then the bits of the multi-row tiles.
 # What it prints ($OUT/summary.txt): each key's seconds and seconds building (binding, timing
