@@ -247,6 +247,8 @@ def test_first_runs_are_kept_beside_the_cases_the_latest_per_op_and_phase_and_sh
     assert results.main([str(c), "--dir", str(out)]) == 0
     page = (out / "h200.md").read_text()
     assert "| softmax | 84 | 150+ (54 of 84 cases) | 90, 2 keys tuned |" in page and "not all warm" in page
+    # the cold and warm runs ran other files: each is named
+    assert "| cold 2026-12-02 tree 0123456789ab, warm 2026-12-02 abc |" in page
 
 
 def test_first_run_lines_that_cannot_be_placed_are_left_out_and_said(tmp_path, capsys):
