@@ -189,3 +189,14 @@ def test_a_failure_inside_the_pool_is_answered_never_left_waiting(on_a_gpu, monk
     first = pool.build(jobs)
     assert first == [("error", "pool", "the compile pool failed: RuntimeError: the executor could not be replaced")] * 2
     assert pool.build(jobs) == [("built", "stand-in")] * 2 and calls == [2, 2]
+
+
+def test_a_pool_whose_processes_cannot_start_closes_its_socket_and_says_why(on_a_gpu, monkeypatch):
+    """Processes that cannot start at once (eager) leave no socket behind, and the run is told
+    why; its cases then build in their own process."""
+    def cannot(self):
+        raise OSError("no more processes")
+    monkeypatch.setattr(pool.Pool, "_executor", cannot)
+    with pytest.raises(OSError, match="no more processes"):
+        pool.Pool(("tests.pool_kernels",), n=1, eager=True)
+    assert pool.start(("tests.pool_kernels",), n=1, eager=True) is False and pool._pool is None

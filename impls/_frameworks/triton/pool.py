@@ -260,12 +260,13 @@ class Pool:
         self.restarts = 0
         self.closed = False
         self._lock = threading.Lock()
+        self.executor: ProcessPoolExecutor | None = None
         # The socket first: a failure to open it then leaves no processes behind.
         self.folder = tempfile.mkdtemp(prefix="harness-triton-pool-")
         self.listener = Listener(os.path.join(self.folder, "socket"), "AF_UNIX", authkey=mp.current_process().authkey)
         self.address = self.listener.address
         try:
-            self.executor: ProcessPoolExecutor | None = self._executor() if eager else None
+            self.executor = self._executor() if eager else None
         except Exception:
             self.close()
             raise
