@@ -104,6 +104,12 @@ def latest_first_runs(rows: list[dict]) -> list[dict]:
     return [kept[k] for k in sorted(kept)]
 
 
+def _measured_by(r: dict) -> str:
+    """A first run's date and the files it ran (the tree of its records' provenance, else the commit)."""
+    source = (r.get("tree") and f"tree {r['tree'][:12]}") or r.get("commit") or ""
+    return " ".join(x for x in ((r.get("when") or "")[:10], source) if x)
+
+
 def first_run_table(rows: list[dict]) -> list[str]:
     """Markdown lines: per op, the cases, the cold and warm seconds, the tuning keys and their
     seconds, then the ops summed (``op=all`` measured an op or a few per GPU call)."""
@@ -128,13 +134,10 @@ def first_run_table(rows: list[dict]) -> list[str]:
         first = cells.get((op, "cold")) or cells[(op, "warm")]
         keys = [k["seconds"] for k in first.get("tuning") or []]
         span = f"{min(keys):.1f}-{max(keys):.1f}" if keys else ""
-        def measured_by(r):   # its date and the files it ran (the tree of the records' provenance, else the commit)
-            source = (r.get("tree") and f"tree {r['tree'][:12]}") or r.get("commit") or ""
-            return " ".join(x for x in ((r.get("when") or "")[:10], source) if x)
         both = [(phase, cells[(op, phase)]) for phase in ("cold", "warm") if (op, phase) in cells]
         sources = {(r.get("tree") or r.get("commit")) for _, r in both}
-        measured = measured_by(first) if len(sources) == 1 else \
-            ", ".join(f"{phase} {measured_by(r)}" for phase, r in both)   # two runs of other code: each named
+        measured = _measured_by(first) if len(sources) == 1 else \
+            ", ".join(f"{phase} {_measured_by(r)}" for phase, r in both)   # two runs of other code: each named
         lines.append(f"| {op} | {first.get('cases', '')} | {shown[0]} | {shown[1]} | {len(keys)} | {span} "
                      f"| {measured} |")
     if len({op for op, _ in cells}) > 1:
