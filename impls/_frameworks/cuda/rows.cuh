@@ -49,26 +49,23 @@ enum class Hint { plain, keep, last };
 // One 16-byte load with an L2 eviction priority (createpolicy + ld ... .L2::cache_hint).
 // volatile: two loads of the same pack (layernorm's passes) stay two loads, so the row is read
 // again from L2 rather than held in registers across a reduction; ptxas still schedules them.
+#define HK_LOAD_EVICT(PRIORITY, v, p)                                                                     \
+    asm volatile("{\n\t.reg .b64 policy;\n\t"                                                               \
+                 "createpolicy.fractional.L2::" PRIORITY ".b64 policy, 1.0;\n\t"                             \
+                 "ld.global.L1::" PRIORITY ".L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], policy;\n\t}"     \
+                 : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])                                    \
+                 : "l"(p))
 template <Hint H, typename T> __device__ __forceinline__ Pack<T> load_pack_hinted(const T* p) {
     if constexpr (H == Hint::plain) {
         return load_pack(p);
     } else {
-        Pack<T> v;
-        if constexpr (H == Hint::keep)
-            asm volatile("{\n\t.reg .b64 policy;\n\t"
-                         "createpolicy.fractional.L2::evict_last.b64 policy, 1.0;\n\t"
-                         "ld.global.L1::evict_last.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], policy;\n\t}"
-                         : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
-                         : "l"(p));
-        else
-            asm volatile("{\n\t.reg .b64 policy;\n\t"
-                         "createpolicy.fractional.L2::evict_first.b64 policy, 1.0;\n\t"
-                         "ld.global.L1::evict_first.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], policy;\n\t}"
-                         : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
-                         : "l"(p));
+        Pack<T> v;   // the asm's text must be a literal: the priority is spliced in by the macro
+        if constexpr (H == Hint::keep) HK_LOAD_EVICT("evict_last", v, p);
+        else HK_LOAD_EVICT("evict_first", v, p);
         return v;
     }
 }
+#undef HK_LOAD_EVICT
 
 // Logical pack j of a row: one 16-byte load where the row start is aligned and the pack is
 // whole, else its elements one by one (the missing ones of the last pack left as they are).
