@@ -277,3 +277,36 @@ def test_every_row_length_has_a_config_of_at_most_512_threads(cols):
     for itemsize in (2, 4):
         space = rows.configs(cols, True, itemsize)
         assert any(c["group"] <= 512 and c["threads"] <= 512 for c in space), space
+
+
+def test_a_simulated_warp_waits_for_a_slow_lane_and_gives_up_only_when_the_launch_aborts():
+    """simwarp's shuffle: lanes exchange values however long one lane takes (no time limit),
+    and a lane left waiting by a warp-mate that failed raises once the launch aborts."""
+    import threading
+    import time
+
+    from impls._frameworks.numba import simwarp
+    warp, got = simwarp._Warp(2), {}
+
+    def lane(i, delay):
+        time.sleep(delay)
+        got[i] = warp.exchange(i, f"v{i}", 1 - i)
+    threads = [threading.Thread(target=lane, args=(0, 0.0)), threading.Thread(target=lane, args=(1, 1.2))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == {0: "v1", 1: "v0"}
+    alone, errors = simwarp._Warp(2), []
+
+    def waiting():
+        try:
+            alone.exchange(0, 1.0, 1)
+        except RuntimeError as e:
+            errors.append(str(e))
+    t = threading.Thread(target=waiting)
+    t.start()
+    time.sleep(0.2)
+    t.abort = True   # what the simulator sets on every thread when one raises
+    t.join(5)
+    assert not t.is_alive() and errors and "another lane" in errors[0]

@@ -14,23 +14,43 @@ import threading
 
 FULL_MASK = 0xFFFFFFFF
 WARP = 32
-# A lane that dies (an exception in the kernel) leaves its warp-mates waiting: they give up
-# after this long; the launch itself has already raised the lane's error.
-TIMEOUT_S = 60.0
+# A lane that dies (an exception in the kernel) leaves its warp-mates waiting: the simulator
+# then sets every thread's ``abort`` (the launch raises the lane's error), which a waiting lane
+# reads this often. No time limit: a slow lane (a loaded machine, Python threads taking turns
+# on the interpreter lock) is waited for, where a fixed limit had broken a healthy launch.
+POLL_S = 0.5
 
 _lock = threading.Lock()
 
 
 class _Warp:
     def __init__(self, lanes: int):
+        self.lanes = lanes
         self.values = [None] * lanes
-        self.barrier = threading.Barrier(lanes)
+        self.arrived = 0
+        self.generation = 0
+        self.turn = threading.Condition()
+
+    def _all_here(self) -> None:
+        """Wait for every lane of the warp; raise if the launch is aborting."""
+        me = threading.current_thread()
+        with self.turn:
+            generation = self.generation
+            self.arrived += 1
+            if self.arrived == self.lanes:
+                self.arrived, self.generation = 0, generation + 1
+                self.turn.notify_all()
+                return
+            while generation == self.generation:
+                if getattr(me, "abort", False):
+                    raise RuntimeError("another lane of this warp failed (the launch raises its error)")
+                self.turn.wait(POLL_S)
 
     def exchange(self, lane: int, value, source: int):
         self.values[lane] = value
-        self.barrier.wait(TIMEOUT_S)
+        self._all_here()
         got = self.values[source] if 0 <= source < len(self.values) else value
-        self.barrier.wait(TIMEOUT_S)
+        self._all_here()
         return got
 
 
