@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What session 28 left unmeasured (its note, "Next"), on a bare H200 host from the repository
 # root with PYTHONPATH=/tmp/site:$PWD, within ~5 minutes; everything comes back in $OUT/out.tgz:
-# 1. every CUDA kernel in every config at odd sizes and offsets (the looped row path's batched
-#    write; the CUDA build first, ~47 s cold);
+# 1. the CUDA kernels session 28 changed (the row ops' looped path, max) in every config at odd
+#    sizes and offsets, then under memcheck (the CUDA build first, ~47 s cold);
 # 2. LayerNorm, softmax and the chain unspecialised beside specialised at 32768x4096
 #    (triton-keys-ab.py: may they take rows.BATCH_ARGS?);
 # 3. Numba's LayerNorm fp32 and chain at 32768x4096 (their 16-byte kernels never measured).
@@ -11,8 +11,10 @@ source "$(dirname "$0")/steps.sh"
 nvidia-smi --query-gpu=name,uuid,clocks.max.memory --format=csv | tee "$OUT/gpu.txt"
 export PYTHONUNBUFFERED=1
 step cuda-build 90 python3 -m impls._frameworks.cuda.build
-step cuda-configs ${CUDA_CONFIGS_S:-120} python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py --durations=5 \
-  -k test_the_cuda_kernels_are_right
+step cuda-configs ${CUDA_CONFIGS_S:-150} python3 devtools/cuda-sanitize --every-config \
+  rmsnorm layernorm softmax rmsnorm_silu_mul_add max
+step memcheck ${MEMCHECK_S:-90} compute-sanitizer --tool memcheck --error-exitcode 3 python3 devtools/cuda-sanitize \
+  rmsnorm layernorm softmax rmsnorm_silu_mul_add max
 grep '"shape": \[32768, 4096\]' docs/results/h200.jsonl | grep -v '"op": "rmsnorm"' > /tmp/ab-cases.jsonl
 step triton-ab ${AB_S:-90} python3 devtools/gpu/triton-keys-ab.py /tmp/ab-cases.jsonl
 harness numba ${NUMBA_S:-60} "op=[layernorm,rmsnorm_silu_mul_add]" impl=numba "dtype=[bf16,fp32]" "shapes=[[32768,4096]]"
