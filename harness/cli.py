@@ -20,7 +20,7 @@ from harness import device as devices
 from harness import plan as planning
 from harness import provenance
 from harness import multirun  # noqa: F401 - the job folder resolver, the multirun summary
-from harness import registry, report
+from harness import keys, registry, report
 from harness.errors import ConfigError
 from harness.interrupts import sigint_once
 from harness.processes import InterruptedProcesses, run_cell
@@ -384,6 +384,7 @@ def main() -> None:
         sys.exit(0)
     try:
         check_groups(sys.argv[1:])
+        keys.check(sys.argv[1:], planning.CONF_DIR)
     except ConfigError as e:
         print(f"harness: error: {e}", file=sys.stderr)
         sys.exit(2)

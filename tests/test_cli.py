@@ -137,6 +137,10 @@ def test_unusable_impls_are_skipped_with_the_reason_under_impl_all(tmp_path):
     (["op=rmsnorm", "processes=banana"], 2, "processes='banana': give a whole number >= 1"),
     (["op=rmsnorm", "processes=2.5"], 2, "give a whole number >= 1"),
     (["op=rmsnorm", "processes=3", "isolate=false"], 2, "processes=3 needs worker processes: drop isolate=false"),
+    (["op=rmsnorm", "shape=[[4,4]]"], 2, "unknown key 'shape' (did you mean 'shapes'?); valid keys: case_timeout_s"),
+    (["op=rmsnorm", "+ops.rmsnorm.params.epsilon=1"], 2, "unknown key 'ops.rmsnorm.params.epsilon' (did you "
+                                                         "mean 'ops.rmsnorm.params.eps'?); ops.rmsnorm.params has: eps"),
+    (["op=rmsnorm", "sweep.seeds=1"], 2, "sweep.seeds changes a named sweep: add sweep=smoke"),
 ])
 def test_bad_input_gets_a_clear_error(tmp_path, args, code, message):
     proc = harness(tmp_path, *args, *([] if any(a.startswith("tracking=") for a in args) else ["tracking=none"]))
