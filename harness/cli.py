@@ -14,7 +14,7 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from harness import device as devices
 from harness import plan as planning
@@ -113,7 +113,29 @@ def case_timeout_of(cfg: DictConfig) -> float:
     return t
 
 
+FLAGS = ("isolate", "strict", "roof.cache")   # true or false: any other word would read as true
+ROOF_MIN_BYTES = 1 << 20
+
+
+def check_values(cfg: DictConfig) -> None:
+    """The keys a typo would otherwise turn into another setting or a traceback: the flags
+    (Python reads strict=no as true), roof.bytes (0 drops the roof, unsaid) and roof.max_age_s."""
+    for key in FLAGS:
+        value = OmegaConf.select(cfg, key)
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}={value!r}: give true or false")
+    value = cfg.roof.bytes
+    if isinstance(value, bool) or not isinstance(value, int) or value < ROOF_MIN_BYTES:
+        raise ConfigError(f"roof.bytes={value!r}: give the bytes of each roof kernel's buffer, a whole number "
+                          f">= {ROOF_MIN_BYTES} (default 1073741824: far beyond the caches)")
+    value = cfg.roof.max_age_s
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ConfigError(f"roof.max_age_s={value!r}: give the seconds a measured roof is reused, a number >= 0 "
+                          "(default 86400; 0 measures it again each run)")
+
+
 def run(cfg: DictConfig) -> int:
+    check_values(cfg)
     device = devices.resolve(cfg.device)
     processes = processes_of(cfg)
     given_seed = seed_of(cfg)

@@ -141,12 +141,35 @@ def test_unusable_impls_are_skipped_with_the_reason_under_impl_all(tmp_path):
     (["op=rmsnorm", "+ops.rmsnorm.params.epsilon=1"], 2, "unknown key 'ops.rmsnorm.params.epsilon' (did you "
                                                          "mean 'ops.rmsnorm.params.eps'?); ops.rmsnorm.params has: eps"),
     (["op=rmsnorm", "sweep.seeds=1"], 2, "sweep.seeds changes a named sweep: add sweep=smoke"),
+    (["op=rmsnorm", "strict=no"], 2, "strict='no': give true or false"),
+    (["op=rmsnorm", "roof.max_age_s=day"], 2, "roof.max_age_s='day': give the seconds a measured roof is reused"),
 ])
 def test_bad_input_gets_a_clear_error(tmp_path, args, code, message):
     proc = harness(tmp_path, *args, *([] if any(a.startswith("tracking=") for a in args) else ["tracking=none"]))
     assert proc.returncode == code, (proc.stdout, proc.stderr)
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("isolate", "off", "isolate='off': give true or false"),
+    ("roof.cache", "maybe", "roof.cache='maybe': give true or false"),
+    ("roof.bytes", 0, "roof.bytes=0: give the bytes"),
+    ("roof.bytes", 2.5e9, "roof.bytes=2500000000.0: give the bytes"),
+    ("roof.max_age_s", -1, "roof.max_age_s=-1: give the seconds"),
+    ("roof.max_age_s", "day", "roof.max_age_s='day'"),
+])
+def test_a_flag_or_roof_setting_that_is_not_one_is_refused(key, value, message):
+    from omegaconf import OmegaConf
+
+    from harness import cli
+    from harness.errors import ConfigError
+    cfg = OmegaConf.create({"isolate": True, "strict": False, "roof": {"cache": True, "max_age_s": 86400,
+                                                                       "bytes": 1 << 30}})
+    cli.check_values(cfg)
+    OmegaConf.update(cfg, key, value)
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        cli.check_values(cfg)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without a GPU")
