@@ -141,6 +141,7 @@ def test_unusable_impls_are_skipped_with_the_reason_under_impl_all(tmp_path):
     (["op=rmsnorm", "+ops.rmsnorm.params.epsilon=1"], 2, "unknown key 'ops.rmsnorm.params.epsilon' (did you "
                                                          "mean 'ops.rmsnorm.params.eps'?); ops.rmsnorm.params has: eps"),
     (["op=rmsnorm", "sweep.seeds=1"], 2, "sweep.seeds changes a named sweep: add sweep=smoke"),
+    (["op=rmsnorm", "ops.rmsnorm.params.eps=tiny"], 2, "op rmsnorm cannot take ops.rmsnorm.params.eps='tiny'"),
     (["op=rmsnorm", "strict=no"], 2, "strict='no': give true or false"),
     (["op=rmsnorm", "roof.max_age_s=day"], 2, "roof.max_age_s='day': give the seconds a measured roof is reused"),
 ])
