@@ -173,6 +173,16 @@ def test_a_flag_or_roof_setting_that_is_not_one_is_refused(key, value, message):
         cli.check_values(cfg)
 
 
+def test_a_plugin_that_cannot_be_imported_is_an_error_naming_it(monkeypatch):
+    from harness import registry
+    from harness.errors import ConfigError
+    monkeypatch.setenv("HARNESS_PLUGINS", "no_such_team.kernels")
+    with pytest.raises(ConfigError, match="HARNESS_PLUGINS names 'no_such_team.kernels', which cannot be imported "
+                                          r"\(ModuleNotFoundError: No module named 'no_such_team'\); put its package "
+                                          "on PYTHONPATH"):
+        registry.ops()
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without a GPU")
 def test_gpu_only_requests_on_a_cpu_machine_are_refused(tmp_path):
     proc = harness(tmp_path, "op=rmsnorm", "device=cuda", "tracking=none")
