@@ -322,17 +322,33 @@ def _progress(r: Record) -> str:
 # An absolute path: Hydra would read "../conf" as a Python package next to this module.
 @hydra.main(version_base="1.3", config_path=str(planning.CONF_DIR), config_name="config")
 def _hydra_main(cfg: DictConfig) -> None:
-    try:
-        with sigint_once():   # a time limit's SIGINT comes twice (harness.interrupts)
-            code = run(cfg)
-    except ConfigError as e:
-        print(f"harness: error: {e}", file=sys.stderr)
-        code = 2
+    code = run_guarded(cfg)
     # In a multirun a job's exit would end the sweep (Hydra re-raises it) before the other
     # jobs and the summary: the job's code is kept, and the summary exits with the worst.
     # An interrupt (Ctrl-C, a time limit) ends the sweep.
     if code and (code == INTERRUPTED_EXIT or not multirun.keep_exit_code(code)):
         sys.exit(code)
+
+
+def run_guarded(cfg: DictConfig) -> int:
+    """``run``, its bad input an error line (exit 2), and a SIGINT outside a case (the
+    cases' own are handled in ``run``: their table, MLflow, exit 130) a line saying what was
+    kept, exit 130: a Ctrl-C while the plan is made or the frameworks load is no crash."""
+    try:
+        with sigint_once():   # a time limit's SIGINT comes twice (harness.interrupts)
+            return run(cfg)
+    except ConfigError as e:
+        print(f"harness: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        try:
+            path = Path(HydraConfig.get().runtime.output_dir) / "results.jsonl"
+        except ValueError:   # no Hydra config: called outside the CLI
+            path = None
+        kept = (f"the records written so far are in {path}" if path is not None and path.is_file()
+                and path.stat().st_size else "no case had been recorded")
+        print(f"harness: interrupted (SIGINT) outside a case: {kept}", file=sys.stderr)
+        return INTERRUPTED_EXIT
 
 
 def _command(script: str, module: str) -> str:

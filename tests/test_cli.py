@@ -183,6 +183,21 @@ def test_a_plugin_that_cannot_be_imported_is_an_error_naming_it(monkeypatch):
         registry.ops()
 
 
+def test_a_sigint_before_the_cases_is_a_line_and_exit_130_not_a_traceback(monkeypatch, capsys):
+    from harness import cli
+    from harness import plan as planning
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(planning, "build", interrupted)
+    cfg = __import__("omegaconf").OmegaConf.create({"device": "cpu", "processes": 1, "seed": None,
+                                                    "case_timeout_s": 900, "isolate": True, "strict": False,
+                                                    "roof": {"cache": True, "max_age_s": 0, "bytes": 1 << 30},
+                                                    "sweep": {"name": "smoke"}})
+    assert cli.run_guarded(cfg) == cli.INTERRUPTED_EXIT
+    assert "harness: interrupted (SIGINT) outside a case: no case had been recorded" in capsys.readouterr().err
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without a GPU")
 def test_gpu_only_requests_on_a_cpu_machine_are_refused(tmp_path):
     proc = harness(tmp_path, "op=rmsnorm", "device=cuda", "tracking=none")
