@@ -20,7 +20,7 @@ from harness import device as devices
 from harness import plan as planning
 from harness import provenance
 from harness import multirun  # noqa: F401 - the job folder resolver, the multirun summary
-from harness import keys, registry, report
+from harness import keys, registry, report, roofline
 from harness.errors import ConfigError
 from harness.interrupts import sigint_once
 from harness.processes import InterruptedProcesses, run_cell
@@ -143,6 +143,10 @@ def run(cfg: DictConfig) -> int:
     planning.resolve_sweep(cfg, device)
     the_plan = planning.build(cfg, device)
     provenance.pin_source_tree()   # once, for every worker: the sources as the run began
+    if problem := roofline.cache_unwritable():
+        print(f"harness: HARNESS_CACHE: {problem}: nothing is kept there (the roof and the tuner's choices are "
+              "measured again each run, builds that write there fail); set HARNESS_CACHE to a writable folder",
+              file=sys.stderr)
     planning.warm(the_plan, registry.frameworks())
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     invocation_id = uuid.uuid4().hex

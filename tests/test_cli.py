@@ -198,6 +198,15 @@ def test_a_sigint_before_the_cases_is_a_line_and_exit_130_not_a_traceback(monkey
     assert "harness: interrupted (SIGINT) outside a case: no case had been recorded" in capsys.readouterr().err
 
 
+def test_a_cache_folder_that_cannot_be_written_is_named(tmp_path, monkeypatch):
+    from harness import roofline
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
+    assert roofline.cache_unwritable() is None and (tmp_path / "cache").is_dir()
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "a-file"))
+    assert roofline.cache_unwritable().startswith(f"{tmp_path / 'a-file'} cannot be written (FileExistsError")
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without a GPU")
 def test_gpu_only_requests_on_a_cpu_machine_are_refused(tmp_path):
     proc = harness(tmp_path, "op=rmsnorm", "device=cuda", "tracking=none")
