@@ -385,6 +385,8 @@ def help_text() -> str:
         elif section not in ("defaults", "hydra") and meaning.strip() and value.strip():
             name = f"{section}.{key}" if line.startswith(" ") else key
             keys.append(f"  {name + '=' + value.strip():<38} {meaning.strip()}")
+    keys += [f"  {'tracking.uri=...':<38} the MLflow store or server, in place of the tracking config's",
+             f"  {'ops.<op>.params.<name>=...':<38} an op's parameter (conf/op/<op>.yaml), e.g. ops.rmsnorm.params.eps=1e-5"]
     lines += ["", "keys:", *keys]
     lines += ["", "examples:",
               "  harness op=rmsnorm impl=all                      every rmsnorm impl usable here",

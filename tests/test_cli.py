@@ -236,7 +236,7 @@ def test_help_says_what_it_does_and_lists_every_key(tmp_path):
                               text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
         for words in ("compare GPU kernel implementations", "op ", "choices: all, copy", "case_timeout_s=900",
-                      "roof.cache=true", "examples:", "harness op=rmsnorm impl=all"):
+                      "roof.cache=true", "roof.max_age_s=86400", "tracking.uri=", "ops.<op>.params.<name>=", "examples:", "harness op=rmsnorm impl=all"):
             assert words in proc.stdout, (words, proc.stdout)
 
 
