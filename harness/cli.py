@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import re
 import secrets
 import sys
 import uuid
@@ -384,7 +385,10 @@ def help_text() -> str:
             lines.append(f"  {key:<22} {meaning.strip()}; choices: {', '.join(groups[key])}")
         elif section not in ("defaults", "hydra") and meaning.strip() and value.strip():
             name = f"{section}.{key}" if line.startswith(" ") else key
-            keys.append(f"  {name + '=' + value.strip():<38} {meaning.strip()}")
+            value, meaning = value.strip(), meaning.strip()
+            if env := re.fullmatch(r"\$\{oc\.env:(\w+),(.*)\}", value):   # a default the environment may set
+                value, meaning = env.group(2), f"{meaning} (env {env.group(1)})"
+            keys.append(f"  {name + '=' + value:<38} {meaning}")
     keys += [f"  {'tracking.uri=...':<38} the MLflow store or server, in place of the tracking config's",
              f"  {'ops.<op>.params.<name>=...':<38} an op's parameter (conf/op/<op>.yaml), e.g. ops.rmsnorm.params.eps=1e-5"]
     lines += ["", "keys:", *keys]
