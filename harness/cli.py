@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import re
 import secrets
 import sys
 import uuid
@@ -14,13 +15,13 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from harness import device as devices
 from harness import plan as planning
 from harness import provenance
 from harness import multirun  # noqa: F401 - the job folder resolver, the multirun summary
-from harness import registry, report
+from harness import keys, registry, report, roofline
 from harness.errors import ConfigError
 from harness.interrupts import sigint_once
 from harness.processes import InterruptedProcesses, run_cell
@@ -113,7 +114,29 @@ def case_timeout_of(cfg: DictConfig) -> float:
     return t
 
 
+FLAGS = ("isolate", "strict", "roof.cache")   # true or false: any other word would read as true
+ROOF_MIN_BYTES = 1 << 20
+
+
+def check_values(cfg: DictConfig) -> None:
+    """The keys a typo would otherwise turn into another setting or a traceback: the flags
+    (Python reads strict=no as true), roof.bytes (0 drops the roof, unsaid) and roof.max_age_s."""
+    for key in FLAGS:
+        value = OmegaConf.select(cfg, key)
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}={value!r}: give true or false")
+    value = cfg.roof.bytes
+    if isinstance(value, bool) or not isinstance(value, int) or value < ROOF_MIN_BYTES:
+        raise ConfigError(f"roof.bytes={value!r}: give the bytes of each roof kernel's buffer, a whole number "
+                          f">= {ROOF_MIN_BYTES} (default 1073741824: far beyond the caches)")
+    value = cfg.roof.max_age_s
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ConfigError(f"roof.max_age_s={value!r}: give the seconds a measured roof is reused, a number >= 0 "
+                          "(default 86400; 0 measures it again each run)")
+
+
 def run(cfg: DictConfig) -> int:
+    check_values(cfg)
     device = devices.resolve(cfg.device)
     processes = processes_of(cfg)
     given_seed = seed_of(cfg)
@@ -121,6 +144,10 @@ def run(cfg: DictConfig) -> int:
     planning.resolve_sweep(cfg, device)
     the_plan = planning.build(cfg, device)
     provenance.pin_source_tree()   # once, for every worker: the sources as the run began
+    if problem := roofline.cache_unwritable():
+        print(f"harness: HARNESS_CACHE: {problem}: nothing is kept there (the roof and the tuner's choices are "
+              "measured again each run, builds that write there fail); set HARNESS_CACHE to a writable folder",
+              file=sys.stderr)
     planning.warm(the_plan, registry.frameworks())
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     invocation_id = uuid.uuid4().hex
@@ -300,17 +327,33 @@ def _progress(r: Record) -> str:
 # An absolute path: Hydra would read "../conf" as a Python package next to this module.
 @hydra.main(version_base="1.3", config_path=str(planning.CONF_DIR), config_name="config")
 def _hydra_main(cfg: DictConfig) -> None:
-    try:
-        with sigint_once():   # a time limit's SIGINT comes twice (harness.interrupts)
-            code = run(cfg)
-    except ConfigError as e:
-        print(f"harness: error: {e}", file=sys.stderr)
-        code = 2
+    code = run_guarded(cfg)
     # In a multirun a job's exit would end the sweep (Hydra re-raises it) before the other
     # jobs and the summary: the job's code is kept, and the summary exits with the worst.
     # An interrupt (Ctrl-C, a time limit) ends the sweep.
     if code and (code == INTERRUPTED_EXIT or not multirun.keep_exit_code(code)):
         sys.exit(code)
+
+
+def run_guarded(cfg: DictConfig) -> int:
+    """``run``, its bad input an error line (exit 2), and a SIGINT outside a case (the
+    cases' own are handled in ``run``: their table, MLflow, exit 130) a line saying what was
+    kept, exit 130: a Ctrl-C while the plan is made or the frameworks load is no crash."""
+    try:
+        with sigint_once():   # a time limit's SIGINT comes twice (harness.interrupts)
+            return run(cfg)
+    except ConfigError as e:
+        print(f"harness: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        try:
+            path = Path(HydraConfig.get().runtime.output_dir) / "results.jsonl"
+        except ValueError:   # no Hydra config: called outside the CLI
+            path = None
+        kept = (f"the records written so far are in {path}" if path is not None and path.is_file()
+                and path.stat().st_size else "no case had been recorded")
+        print(f"harness: interrupted (SIGINT) outside a case: {kept}", file=sys.stderr)
+        return INTERRUPTED_EXIT
 
 
 def _command(script: str, module: str) -> str:
@@ -342,7 +385,12 @@ def help_text() -> str:
             lines.append(f"  {key:<22} {meaning.strip()}; choices: {', '.join(groups[key])}")
         elif section not in ("defaults", "hydra") and meaning.strip() and value.strip():
             name = f"{section}.{key}" if line.startswith(" ") else key
-            keys.append(f"  {name + '=' + value.strip():<38} {meaning.strip()}")
+            value, meaning = value.strip(), meaning.strip()
+            if env := re.fullmatch(r"\$\{oc\.env:(\w+),(.*)\}", value):   # a default the environment may set
+                value, meaning = env.group(2), f"{meaning} (env {env.group(1)})"
+            keys.append(f"  {name + '=' + value:<38} {meaning}")
+    keys += [f"  {'tracking.uri=...':<38} the MLflow store or server, in place of the tracking config's",
+             f"  {'ops.<op>.params.<name>=...':<38} an op's parameter (conf/op/<op>.yaml), e.g. ops.rmsnorm.params.eps=1e-5"]
     lines += ["", "keys:", *keys]
     lines += ["", "examples:",
               "  harness op=rmsnorm impl=all                      every rmsnorm impl usable here",
@@ -384,6 +432,7 @@ def main() -> None:
         sys.exit(0)
     try:
         check_groups(sys.argv[1:])
+        keys.check(sys.argv[1:], planning.CONF_DIR)
     except ConfigError as e:
         print(f"harness: error: {e}", file=sys.stderr)
         sys.exit(2)

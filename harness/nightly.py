@@ -65,6 +65,10 @@ def jobs(night: str | None, out: Path, uri: str, experiment: str, launcher: str,
 
 def finish(night: str | None, out: Path, uri: str, experiment: str, baseline: str | None,
            th: Thresholds) -> int:
+    if not out.is_dir():
+        print(f"harness-nightly: {out}: no such folder; give --out the night's folder (where its jobs wrote "
+              "jobs/<n>/results.jsonl)", file=sys.stderr)
+        return 2
     files = sorted(out.rglob("results.jsonl"))
     records = [r for f in files for r in jsonl.read(f)]
     notes = [f"{len(records)} records from {len(files)} jobs under {out}"]
@@ -77,6 +81,14 @@ def finish(night: str | None, out: Path, uri: str, experiment: str, baseline: st
     if night is None:   # the server was down at the start: the night's run is made now
         night = start(uri, experiment)
         notes.append("the tracking server was unreachable when the night started; its records were uploaded now")
+    else:
+        from mlflow.exceptions import MlflowException
+        try:   # before anything is uploaded under it
+            client.get_run(night)
+        except MlflowException:
+            print(f"harness-nightly: --night {night}: no such run on {uri}; give the id that start printed "
+                  "(or leave --night out: finish then makes the night's run)", file=sys.stderr)
+            return 2
     new, old = upload(records, uri, experiment, parent_run_id=night, group=GROUP)
     notes.append(f"uploaded {new} records that had not reached the server; {old} were there already")
     night_run = client.get_run(night)

@@ -168,7 +168,12 @@ def build(cfg, device: torch.device) -> Plan:
         spec_cls = all_ops[op_name]
         opcfg = selected[op_name] or {}
         params = dict(opcfg.get("params") or {})
-        spec = spec_cls(**params)
+        try:
+            spec = spec_cls(**params)
+        except (TypeError, ValueError) as e:   # e.g. ops.rmsnorm.params.eps=abc: float() refuses it
+            given = ", ".join(f"ops.{op_name}.params.{k}={v!r}" for k, v in params.items())
+            raise ConfigError(f"op {op_name} cannot take {given}: {e}; give a number where "
+                              f"conf/op/{op_name}.yaml has one") from None
         if user_shapes is not None:
             shapes = user_shapes
         else:

@@ -226,8 +226,14 @@ PLUGINS_ENV = "HARNESS_PLUGINS"
 
 def load_plugins() -> None:
     import os
+    from harness.errors import ConfigError
     for name in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
-        importlib.import_module(name)
+        try:
+            importlib.import_module(name)
+        except ImportError as e:
+            raise ConfigError(f"{PLUGINS_ENV} names {name!r}, which cannot be imported ({type(e).__name__}: {e}); "
+                              f"put its package on PYTHONPATH (or install it), or leave it out of {PLUGINS_ENV}"
+                              ) from None
 
 
 def _submodules(package) -> list[str]:

@@ -182,6 +182,21 @@ def cache_dir() -> Path:
     return Path(os.environ.get("HARNESS_CACHE", Path.home() / ".cache" / "kernel-harness"))
 
 
+def cache_unwritable() -> str | None:
+    """Why nothing can be kept in ``cache_dir()`` (a file there, no permission), or None.
+    The roof and the tuner treat an unwritable cache as empty, so without this a broken
+    HARNESS_CACHE only shows as every run measuring and building everything again."""
+    folder = cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".write-test.{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        return f"{folder} cannot be written ({type(e).__name__}: {e.strerror or e})"
+    return None
+
+
 def get(device: torch.device, timer, provenance: dict, nbytes: int, max_age_s: float,
         use_cache: bool, budget: TimingBudget) -> Roof:
     key = device_key(device, provenance)

@@ -137,12 +137,74 @@ def test_unusable_impls_are_skipped_with_the_reason_under_impl_all(tmp_path):
     (["op=rmsnorm", "processes=banana"], 2, "processes='banana': give a whole number >= 1"),
     (["op=rmsnorm", "processes=2.5"], 2, "give a whole number >= 1"),
     (["op=rmsnorm", "processes=3", "isolate=false"], 2, "processes=3 needs worker processes: drop isolate=false"),
+    (["op=rmsnorm", "shape=[[4,4]]"], 2, "unknown key 'shape' (did you mean 'shapes'?); valid keys: case_timeout_s"),
+    (["op=rmsnorm", "+ops.rmsnorm.params.epsilon=1"], 2, "unknown key 'ops.rmsnorm.params.epsilon' (did you "
+                                                         "mean 'ops.rmsnorm.params.eps'?); ops.rmsnorm.params has: eps"),
+    (["op=rmsnorm", "sweep.seeds=1"], 2, "sweep.seeds changes a named sweep: add sweep=smoke"),
+    (["op=rmsnorm", "ops.rmsnorm.params.eps=tiny"], 2, "op rmsnorm cannot take ops.rmsnorm.params.eps='tiny'"),
+    (["op=rmsnorm", "strict=no"], 2, "strict='no': give true or false"),
+    (["op=rmsnorm", "roof.max_age_s=day"], 2, "roof.max_age_s='day': give the seconds a measured roof is reused"),
 ])
 def test_bad_input_gets_a_clear_error(tmp_path, args, code, message):
     proc = harness(tmp_path, *args, *([] if any(a.startswith("tracking=") for a in args) else ["tracking=none"]))
     assert proc.returncode == code, (proc.stdout, proc.stderr)
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("isolate", "off", "isolate='off': give true or false"),
+    ("roof.cache", "maybe", "roof.cache='maybe': give true or false"),
+    ("roof.bytes", 0, "roof.bytes=0: give the bytes"),
+    ("roof.bytes", 2.5e9, "roof.bytes=2500000000.0: give the bytes"),
+    ("roof.max_age_s", -1, "roof.max_age_s=-1: give the seconds"),
+    ("roof.max_age_s", "day", "roof.max_age_s='day'"),
+])
+def test_a_flag_or_roof_setting_that_is_not_one_is_refused(key, value, message):
+    from omegaconf import OmegaConf
+
+    from harness import cli
+    from harness.errors import ConfigError
+    cfg = OmegaConf.create({"isolate": True, "strict": False, "roof": {"cache": True, "max_age_s": 86400,
+                                                                       "bytes": 1 << 30}})
+    cli.check_values(cfg)
+    OmegaConf.update(cfg, key, value)
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        cli.check_values(cfg)
+
+
+def test_a_plugin_that_cannot_be_imported_is_an_error_naming_it(monkeypatch):
+    from harness import registry
+    from harness.errors import ConfigError
+    monkeypatch.setenv("HARNESS_PLUGINS", "no_such_team.kernels")
+    with pytest.raises(ConfigError, match="HARNESS_PLUGINS names 'no_such_team.kernels', which cannot be imported "
+                                          r"\(ModuleNotFoundError: No module named 'no_such_team'\); put its package "
+                                          "on PYTHONPATH"):
+        registry.ops()
+
+
+def test_a_sigint_before_the_cases_is_a_line_and_exit_130_not_a_traceback(monkeypatch, capsys):
+    from harness import cli
+    from harness import plan as planning
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(planning, "build", interrupted)
+    cfg = __import__("omegaconf").OmegaConf.create({"device": "cpu", "processes": 1, "seed": None,
+                                                    "case_timeout_s": 900, "isolate": True, "strict": False,
+                                                    "roof": {"cache": True, "max_age_s": 0, "bytes": 1 << 30},
+                                                    "sweep": {"name": "smoke"}})
+    assert cli.run_guarded(cfg) == cli.INTERRUPTED_EXIT
+    assert "harness: interrupted (SIGINT) outside a case: no case had been recorded" in capsys.readouterr().err
+
+
+def test_a_cache_folder_that_cannot_be_written_is_named(tmp_path, monkeypatch):
+    from harness import roofline
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
+    assert roofline.cache_unwritable() is None and (tmp_path / "cache").is_dir()
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "a-file"))
+    assert roofline.cache_unwritable().startswith(f"{tmp_path / 'a-file'} cannot be written (FileExistsError")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without a GPU")
@@ -174,7 +236,7 @@ def test_help_says_what_it_does_and_lists_every_key(tmp_path):
                               text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
         for words in ("compare GPU kernel implementations", "op ", "choices: all, copy", "case_timeout_s=900",
-                      "roof.cache=true", "examples:", "harness op=rmsnorm impl=all"):
+                      "roof.cache=true", "roof.max_age_s=86400", "tracking.uri=", "ops.<op>.params.<name>=", "examples:", "harness op=rmsnorm impl=all"):
             assert words in proc.stdout, (words, proc.stdout)
 
 
@@ -218,6 +280,27 @@ def test_torch_compile_shapes_static_or_dynamic_rows_is_recorded(tmp_path):
         assert rec["status"] == "ok" and rec["passed"], rec["reason"]
         assert rec["impl_config"] == {"shapes": mode}
         assert rec["batch_invariant"] is not None
+
+
+def test_the_environment_sets_triton_compile_and_the_command_line_wins(monkeypatch):
+    """README: triton_compile, env HARNESS_TRITON_COMPILE. The config's default had replaced
+    the variable a user set before every run."""
+    from hydra import compose, initialize_config_dir
+
+    from harness import plan as planning
+    from harness import registry
+
+    def chosen(*overrides):
+        with initialize_config_dir(config_dir=str(planning.CONF_DIR), version_base="1.3"):
+            cfg = compose("config", overrides=["op=copy", *overrides])
+        planning._framework_settings(cfg, registry.frameworks())
+        return os.environ["HARNESS_TRITON_COMPILE"]
+
+    monkeypatch.delenv("HARNESS_TRITON_COMPILE", raising=False)
+    assert chosen() == "processes"
+    monkeypatch.setenv("HARNESS_TRITON_COMPILE", "serial")
+    assert chosen() == "serial"
+    assert chosen("triton_compile=threads") == "threads"
 
 
 def test_static_shapes_leave_the_rows_unmarked(monkeypatch):

@@ -172,3 +172,18 @@ def test_two_mlflow_runs_compared_case_by_case(tmp_path, capsys):
     assert "not found" in capsys.readouterr().err
     assert main(["not-a-run", second, "--tracking-uri", uri]) == 2
     assert "nor an MLflow run id" in capsys.readouterr().err
+
+
+def test_nightly_finish_refuses_a_missing_folder_or_an_unknown_night_before_uploading(tmp_path, capsys):
+    """finish on a folder that is not there said '0 records from 0 jobs' and went on; on a
+    night id the server does not have it uploaded under it, then failed with a traceback."""
+    from harness import nightly
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    assert nightly.main(["finish", "--out", str(tmp_path / "no-night"), "--tracking-uri", uri]) == 2
+    assert f"{tmp_path / 'no-night'}: no such folder; give --out the night's folder" in capsys.readouterr().err
+    (tmp_path / "night" / "jobs" / "0").mkdir(parents=True)
+    (tmp_path / "night" / "jobs" / "0" / "results.jsonl").write_text("")
+    night = "0" * 32
+    assert nightly.main(["finish", "--night", night, "--out", str(tmp_path / "night"), "--tracking-uri", uri]) == 2
+    assert f"--night {night}: no such run on {uri}; give the id that start printed" in capsys.readouterr().err
+    assert not (tmp_path / "night" / "report.md").exists()

@@ -168,3 +168,17 @@ def test_the_framework_table_gives_each_framework_s_best_passing_variant_at_the_
     out = summarize(tmp_path, records, "--frameworks", "268435456,32768x4096")
     assert "| op | shape | cuda | numba | eager | quack |" in out
     assert "| rmsnorm | 32768x4096 | 10.0 / 9.3 | - / 2.3 | 2.0 /  |  |" in out
+
+
+def test_a_missing_or_corrupt_file_is_a_line_naming_it_not_a_traceback(tmp_path):
+    """A path that is not there, a folder, and a file cut mid-line (a run killed while it
+    wrote): each one line saying which file and what is wrong, exit 2, also with --frameworks."""
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text(json.dumps(rec("triton", 50)) + "\n" + json.dumps(rec("eager", 40))[:30])
+    for path, why in ((tmp_path / "nothing.jsonl", "no such file"), (tmp_path, "cannot be read (IsADirectoryError"),
+                      (cut, "line 2 is not JSON")):
+        for args in ((), ("--frameworks",)):
+            proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "summarize"), str(path), *args],
+                                  capture_output=True, text=True, timeout=60)
+            assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+            assert proc.stderr.startswith(f"summarize: {path}: {why}"), proc.stderr
