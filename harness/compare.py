@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import re
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 
 from harness.record import Record
 from harness.regress import Thresholds, compare, point_from_record, point_from_run
+from harness.sinks import jsonl
 
 RUN_ID = re.compile(r"^(?:runs:/)?([0-9a-f]{32})/?$")
 LOCAL_STORE = "sqlite:///mlflow.db"   # conf/tracking/local.yaml's default
@@ -32,14 +32,10 @@ def load(path: str) -> list[Record]:
     p = Path(path)
     if not p.is_file():
         raise SystemExit(f"compare: {path}: no such file (give the results.jsonl of a run)")
-    records = []
-    for n, line in enumerate(p.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            records.append(Record.from_dict(json.loads(line)))
-        except (ValueError, TypeError) as e:
-            raise SystemExit(f"compare: {path}, line {n}: not a harness record ({e})") from None
+    try:
+        records = jsonl.read(p)
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise SystemExit(f"compare: {e}") from None
     if not records:
         raise SystemExit(f"compare: {path} holds no records")
     return records

@@ -70,7 +70,11 @@ def finish(night: str | None, out: Path, uri: str, experiment: str, baseline: st
               "jobs/<n>/results.jsonl)", file=sys.stderr)
         return 2
     files = sorted(out.rglob("results.jsonl"))
-    records = [r for f in files for r in jsonl.read(f)]
+    try:
+        records = [r for f in files for r in jsonl.read(f)]
+    except jsonl.BadResults as e:
+        print(f"harness-nightly: {e}; nothing uploaded", file=sys.stderr)
+        return 2
     notes = [f"{len(records)} records from {len(files)} jobs under {out}"]
     try:
         logger = _logger(uri, experiment)

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from harness import pivot
 from harness.record import Record, latest, measured_something
-from harness.sinks import console
+from harness.sinks import console, jsonl
 
 # The fields every case record has (Record's identity, and what the runner sets on each);
 # a JSON line without them is some other tool's row, e.g. harness.nvbench's comparisons.
@@ -47,28 +47,12 @@ class BadInput(ValueError):
 
 def read(path: Path) -> tuple[list[Record], int]:
     """(the case records of a JSONL file, how many of its lines were other rows)."""
-    if not path.is_file():
-        raise BadInput(f"{path}: no such file (give the results.jsonl a harness run wrote)")
     records, others = [], 0
-    try:
-        lines = path.read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise BadInput(f"{path}: cannot be read ({e})") from None
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as e:
-            raise BadInput(f"{path}, line {n}: not JSON ({e}); a results file holds one JSON object "
-                           "per line") from None
+    for n, row in jsonl.objects(path):
         if not (isinstance(row, dict) and all(k in row for k in CASE_FIELDS)):
             others += 1
             continue
-        try:
-            records.append(Record.from_dict(row))
-        except TypeError as e:
-            raise BadInput(f"{path}, line {n}: not a harness record ({e})") from None
+        records.append(jsonl.record_at(path, n, row))
     return records, others
 
 
@@ -371,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
                            + (f", {len(cpu)} of them from a CPU; run the harness on a GPU" if cpu else ""))
         for gpu in sorted(set(by_gpu) | set(first)):
             print(f"harness-results: {publish(gpu, by_gpu.get(gpu, []), args.dir, first.get(gpu, []))}")
-    except BadInput as e:
+    except (BadInput, jsonl.BadResults) as e:
         print(f"harness-results: {e}", file=sys.stderr)
         return 2
     return 0

@@ -41,8 +41,25 @@ def test_jsonl_round_trip(tmp_path):
 def test_jsonl_rejects_garbage_with_the_line_number(tmp_path):
     p = tmp_path / "results.jsonl"
     p.write_text('{"op": "copy", "impl": "eager", "variant": "-", "dtype": "float32", "shape": [1]}\nnot json\n')
-    with pytest.raises(ValueError, match=":2:"):
+    with pytest.raises(jsonl.BadResults, match="line 2: not JSON"):
         jsonl.read(p)
+
+
+def test_jsonl_keeps_the_records_before_a_last_line_a_crash_cut(tmp_path, capsys):
+    """A crash mid-write leaves a last line without its newline: the records before it are
+    read (a warning names the cut line); the same text followed by a newline is garbage
+    inside the file, and an error."""
+    sink, written = jsonl.JsonlSink(tmp_path / "results.jsonl"), records()
+    for r in written:
+        sink.write(r)
+    whole = sink.path.read_text()
+    sink.path.write_text(whole + whole.splitlines()[0][:40])
+    back = jsonl.read(sink.path)
+    assert [r.as_dict() for r in back] == [r.as_dict() for r in written]
+    assert f"line {len(back) + 1}: cut short" in capsys.readouterr().err
+    sink.path.write_text(whole + whole.splitlines()[0][:40] + "\n")
+    with pytest.raises(jsonl.BadResults, match=f"line {len(back) + 1}: not JSON"):
+        jsonl.read(sink.path)
 
 
 def test_console_table_reads_at_a_glance():

@@ -171,14 +171,21 @@ def test_the_framework_table_gives_each_framework_s_best_passing_variant_at_the_
 
 
 def test_a_missing_or_corrupt_file_is_a_line_naming_it_not_a_traceback(tmp_path):
-    """A path that is not there, a folder, and a file cut mid-line (a run killed while it
-    wrote): each one line saying which file and what is wrong, exit 2, also with --frameworks."""
+    """A path that is not there, a folder, and a file with a line that is not JSON: each one
+    line saying which file and what is wrong, exit 2, also with --frameworks. A last line a
+    crash cut (no newline after it) is left out with a warning, the records before it read."""
     cut = tmp_path / "cut.jsonl"
     cut.write_text(json.dumps(rec("triton", 50)) + "\n" + json.dumps(rec("eager", 40))[:30])
+    garbled = tmp_path / "garbled.jsonl"
+    garbled.write_text(json.dumps(rec("triton", 50)) + "\n" + json.dumps(rec("eager", 40))[:30] + "\n")
     for path, why in ((tmp_path / "nothing.jsonl", "no such file"), (tmp_path, "cannot be read (IsADirectoryError"),
-                      (cut, "line 2 is not JSON")):
+                      (garbled, "line 2: not JSON")):
         for args in ((), ("--frameworks",)):
             proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "summarize"), str(path), *args],
                                   capture_output=True, text=True, timeout=60)
             assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-            assert proc.stderr.startswith(f"summarize: {path}: {why}"), proc.stderr
+            assert proc.stderr.startswith(f"summarize: {path}{':' if why[0] != 'l' else ','} {why}"), proc.stderr
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "summarize"), str(cut), "--frameworks"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and f"{cut}, line 2: cut short" in proc.stderr, proc.stderr
+    assert "triton" in proc.stdout, proc.stdout

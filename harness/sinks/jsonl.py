@@ -1,12 +1,18 @@
 """results.jsonl: every record, one JSON object per line, written as soon as it exists
-(flushed and fsynced), so that a crash or a lost tracking server loses nothing."""
+(flushed and fsynced), so that a crash or a lost tracking server loses nothing; and the one
+reader of such files, which every tool that takes them uses."""
 from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 from harness.record import Record
+
+
+class BadResults(ValueError):
+    """A results file that cannot be read: the message names it (and the line) and what to do."""
 
 
 class JsonlSink:
@@ -21,15 +27,44 @@ class JsonlSink:
             os.fsync(f.fileno())
 
 
-def read(path: Path) -> list[Record]:
-    records = []
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                records.append(Record.from_dict(json.loads(line)))
-            except (ValueError, TypeError) as e:
-                raise ValueError(f"{path}:{n}: not a record ({e})") from None
-    return records
+def objects(path) -> list[tuple[int, object]]:
+    """(line number, JSON value) for each line of a results file. A last line without its
+    newline that is not JSON is a write a crash cut: it is left out with a warning naming it,
+    so that the records before it (fsynced one by one) still reach MLflow and the reports.
+    Any other line that is not JSON, or a file that is missing or unreadable, is a
+    BadResults naming it."""
+    path = Path(path)
+    if not path.exists():
+        raise BadResults(f"{path}: no such file (give the results.jsonl a harness run wrote)")
+    try:
+        lines = path.read_text().split("\n")
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadResults(f"{path}: cannot be read ({type(e).__name__}: {getattr(e, 'strerror', None) or e})") from None
+    out = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            out.append((n, json.loads(line)))
+        except ValueError as e:
+            if n == len(lines):   # no newline after it: its write was cut
+                print(f"warning: {path}, line {n}: cut short (a run that crashed while writing it); "
+                      f"left out, the {len(out)} lines before it kept", file=sys.stderr)
+                break
+            raise BadResults(f"{path}, line {n}: not JSON ({e}); a results file holds one JSON object "
+                             "per line") from None
+    return out
+
+
+def record_at(path, n: int, value) -> Record:
+    """The Record of line ``n``, or a BadResults naming the line."""
+    try:
+        return Record.from_dict(value)
+    except (TypeError, ValueError, AttributeError) as e:
+        raise BadResults(f"{path}, line {n}: not a harness record ({e})") from None
+
+
+def read(path) -> list[Record]:
+    """The records of a results file (objects' rules); a line that is not a record is a
+    BadResults naming it."""
+    return [record_at(path, n, value) for n, value in objects(path)]
