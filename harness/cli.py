@@ -69,7 +69,7 @@ def _tracker(cfg: DictConfig):
     except TrackingUnavailable as e:
         return None, str(e)
     except Exception as e:  # noqa: BLE001 - a broken store must not cost the run
-        return None, f"MLflow could not be used: {type(e).__name__}: {e}"
+        return None, f"MLflow could not be used: {explain_tracking(e)}"
 
 
 # The shell's code for a process ended by SIGINT (128 + 2): an interrupted run exits with it
@@ -226,7 +226,8 @@ def run(cfg: DictConfig) -> int:
             tracker_note = f"MLflow finish failed: {explain_tracking(e)}"
             tracker = None
     if tracker is None and cfg.tracking.enabled and cfg.tracking.uri:
-        print(f"MLflow: not uploaded ({tracker_note}). When the server is back:\n"
+        when = "When the store can be opened" if cfg.tracking.uri.startswith("sqlite:") else "When the server is back"
+        print(f"MLflow: not uploaded ({tracker_note}). {when}:\n"
               f"  {_command('harness-upload', 'harness.upload')} {jsonl.path} --tracking-uri {cfg.tracking.uri}")
     if interrupted:   # every record is kept; the exit code says the run did not finish
         not_run = sum(1 for r in records if r.reason == NOT_RUN)

@@ -1,6 +1,8 @@
 """Helpers shared by the op specs: random inputs and rounding-based tolerances."""
 from __future__ import annotations
 
+import math
+
 import torch
 
 from harness.registry import Tol
@@ -52,3 +54,13 @@ def uniform(shape, dtype, gen, device, lo=0.0, hi=1.0) -> torch.Tensor:
 def pick(n: int, k: int, gen, device) -> torch.Tensor:
     """``k`` random positions in ``range(n)`` (with repeats)."""
     return torch.randint(0, n, (k,), generator=gen, device=device)
+
+
+def eps_param(eps) -> float:
+    """A norm's eps (ops.<op>.params.eps): a finite number >= 0, or a ValueError saying so
+    (the harness names the key): a negative one makes rsqrt(mean + eps) NaN on rows whose
+    mean square is below -eps, and every impl and the reference with it."""
+    value = float(eps)
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"eps must be a finite number >= 0, not {eps!r}")
+    return value

@@ -230,6 +230,18 @@ def test_an_unreachable_tracking_server_costs_nothing(tmp_path):
     assert Path(command).exists() or command == sys.executable, proc.stdout
 
 
+def test_an_sqlite_store_that_cannot_be_opened_says_what_to_give(tmp_path):
+    """tracking.uri naming a folder as the sqlite file: the records are kept, the message says
+    what to give instead, and the upload line does not wait for a server."""
+    (tmp_path / "a-folder.db").mkdir()
+    proc = harness(tmp_path, "op=copy", "impl=eager", "sweep=smoke", "dtype=fp32", "isolate=false",
+                   f"tracking.uri=sqlite:///{tmp_path / 'a-folder.db'}", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert len(results(tmp_path)) == 3
+    assert "the sqlite store cannot be opened" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    assert "When the store can be opened:" in proc.stdout and "server is back" not in proc.stdout, proc.stdout
+
+
 def test_help_says_what_it_does_and_lists_every_key(tmp_path):
     for flag in ("--help", "-h"):
         proc = subprocess.run([sys.executable, "-m", "harness", flag], cwd=tmp_path, capture_output=True,

@@ -145,3 +145,12 @@ def test_bad_shapes_are_refused_with_the_reason():
         spec.validate_shape((0, 4))
     with pytest.raises(ValueError, match="empty or negative"):
         spec.validate_shape((4, -1))
+
+
+@pytest.mark.parametrize("op_name", ["rmsnorm", "layernorm", "rmsnorm_silu_mul_add"])
+def test_a_norm_refuses_an_eps_that_is_negative_or_not_finite(op_name):
+    spec_cls = registry.ops()[op_name]
+    assert spec_cls(eps=0).eps == 0.0 and spec_cls(eps="1e-5").eps == 1e-5
+    for bad in (-1e-5, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="eps must be a finite number >= 0"):
+            spec_cls(eps=bad)

@@ -100,6 +100,8 @@ def explain(e: BaseException, limit: int = 240) -> str:
     if api and re.search(r"timed? ?out", text, re.I):
         return f"{api.group(1)} did not answer in time"
     first = f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"
+    if "unable to open database file" in text:
+        return SQLITE_UNUSABLE.format(why="its path is a folder, or its folder cannot be written")
     if len(first) <= limit:
         return first
     cut = first[:limit]
@@ -116,7 +118,20 @@ def normalize_uri(uri: str) -> str:
     return uri
 
 
+SQLITE_UNUSABLE = ("the sqlite store cannot be opened ({why}): give tracking.uri a file, "
+                   "sqlite:////an/absolute/path/mlflow.db, in a folder you can write")
+
+
 def probe(uri: str, timeout: float = 5.0) -> None:
+    """A TrackingUnavailable, at once, for a store that cannot answer: MLflow retries a
+    server, and an sqlite file it cannot open, for minutes before it gives up."""
+    if uri.startswith("sqlite:///"):
+        path = Path(uri[len("sqlite:///"):])
+        if path.exists() and not path.is_file():
+            raise TrackingUnavailable(SQLITE_UNUSABLE.format(why=f"{path} is not a file"))
+        if path.parent.is_dir() and not os.access(path.parent, os.W_OK):
+            raise TrackingUnavailable(SQLITE_UNUSABLE.format(why=f"{path.parent} cannot be written"))
+        return
     if not uri.startswith(("http://", "https://")):
         return
     try:

@@ -10,7 +10,7 @@ Variants differ in how the variance is formed:
 import torch
 
 from harness.registry import Op
-from impls._common import pick, randn, rounding_tolerances
+from impls._common import eps_param, pick, randn, rounding_tolerances
 
 
 # E[x²] - E[x]² in fp32 errs by ~2^-24·mean² (a few ulps of the sums). In fp32 inputs,
@@ -54,7 +54,7 @@ class LayerNorm(Op):
 
     def __init__(self, eps: float = 1e-5, **params):
         super().__init__(eps=eps, **params)
-        self.eps = float(eps)
+        self.eps = eps_param(eps)
 
     def make_case(self, case, shape, dtype, gen, device):
         rows, hidden = shape

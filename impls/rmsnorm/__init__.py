@@ -5,7 +5,7 @@ and O(H) flops on 2H·s bytes: memory-bound at any size.
 import torch
 
 from harness.registry import Op
-from impls._common import pick, randn, rounding_tolerances
+from impls._common import eps_param, pick, randn, rounding_tolerances
 
 
 class RMSNorm(Op):
@@ -25,7 +25,7 @@ class RMSNorm(Op):
 
     def __init__(self, eps: float = 1e-6, **params):
         super().__init__(eps=eps, **params)
-        self.eps = float(eps)
+        self.eps = eps_param(eps)
 
     def make_case(self, case, shape, dtype, gen, device):
         rows, hidden = shape

@@ -7,7 +7,7 @@ framework's separate kernels, intermediates rounded to the input dtype).
 import torch
 
 from harness.registry import Op
-from impls._common import randn, rounding_tolerances
+from impls._common import eps_param, randn, rounding_tolerances
 
 
 class RMSNormSiluMulAdd(Op):
@@ -30,7 +30,7 @@ class RMSNormSiluMulAdd(Op):
 
     def __init__(self, eps: float = 1e-6, **params):
         super().__init__(eps=eps, **params)
-        self.eps = float(eps)
+        self.eps = eps_param(eps)
 
     def make_case(self, case, shape, dtype, gen, device):
         rows, hidden = shape
