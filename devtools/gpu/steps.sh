@@ -9,9 +9,12 @@ OUT=${OUT:?set OUT to the folder for the results}
 export HARNESS_CACHE=${HARNESS_CACHE:-/tmp/hc}
 mkdir -p "$OUT" "$HARNESS_CACHE"
 status=0
-# The GPU machine returns only a few files from $OUT: at exit everything under it is packed
-# into $OUT/out.tgz (read it with `tar xzf`).
-pack_out() { (cd "$OUT" && tar czf /tmp/out.tgz --exclude=out.tgz . && find . -mindepth 1 -delete && mv /tmp/out.tgz out.tgz); }
+# The GPU machine returns only a few files from $OUT: at exit everything under it but the
+# archives is packed into $OUT/out-<script>.tgz (read it with `tar xzf`), so that scripts run
+# one after another in one call each leave their own.
+PACKED="out-$(basename "$0" .sh).tgz"
+pack_out() { (cd "$OUT" && tar czf "/tmp/$PACKED" --exclude='out*.tgz' . \
+  && find . -mindepth 1 ! -name 'out*.tgz' -delete && mv "/tmp/$PACKED" "$PACKED"); }
 trap pack_out EXIT
 step() {
   local name=$1 limit=$2; shift 2

@@ -2,7 +2,7 @@
 # Triton's tuning keys with the row kernels' row and program counts unspecialised
 # (rows.BATCH_ARGS: one binary per config for every batch) and the compile pool started
 # lazily (issue 32: a key in 3 s or less), on the H200, from the repository root on a bare GPU
-# host with PYTHONPATH=/tmp/site:$PWD; everything comes back in $OUT/out.tgz, within 4 minutes.
+# host with PYTHONPATH=/tmp/site:$PWD; everything comes back in $OUT/out-triton-keys.tgz, within 4 minutes.
 #
 # 1. RMSNorm and LayerNorm (welford) at 1823x781, 32768x4096 and 16384x8192 in bf16 and fp32,
 #    each with an empty tuning cache and Triton cache (the roof measured once, first, and
