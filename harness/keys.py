@@ -42,9 +42,26 @@ def _merge(into: dict, other: dict) -> None:
             into.setdefault(k, v)
 
 
+def selected_ops(argv: list[str], conf_dir) -> set[str] | None:
+    """The ops that op= selects (a list or a multirun's comma list: each; all: every op);
+    None for a Hydra sweep function, which Hydra resolves."""
+    every = {p.stem for p in (conf_dir / "op").glob("*.yaml")} - {"all"}
+    names: set[str] = set()
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if sep and key.lstrip("+~") == "op":
+            if "(" in value:
+                return None
+            for name in (v.strip() for v in value.strip("[]").split(",")):
+                names |= every if name == "all" else {name}
+    return names
+
+
 def check(argv: list[str], conf_dir) -> None:
-    """A ConfigError for the first override whose key conf/ does not have."""
-    tree = None
+    """A ConfigError for the first override whose key conf/ does not have, or that sets an
+    op that op= does not select: Hydra would refuse it and advise ``+ops...``, which then
+    adds that op to the run."""
+    tree, chosen = None, selected_ops(argv, conf_dir)
     sweep_named = any(a.partition("=")[0] == "sweep" and a.partition("=")[2] != "auto" for a in argv)
     for arg in argv:
         key, sep, _ = arg.partition("=")
@@ -55,13 +72,21 @@ def check(argv: list[str], conf_dir) -> None:
             continue   # a config group (checked by cli.check_groups), or Hydra's own
         tree = tree if tree is not None else known_tree(conf_dir)
         node, parts = tree, key.split(".")
+        if parts[0] == "ops" and len(parts) > 1 and parts[1] in tree["ops"] and chosen is not None \
+                and parts[1] not in chosen:
+            raise ConfigError(f"{key}: op {parts[1]} is not among the ops given ({', '.join(sorted(chosen))}); "
+                              f"add it to op= (op=[{','.join(sorted(chosen | {parts[1]}))}]) or drop the key")
         for depth, part in enumerate(parts):
-            if not isinstance(node, dict) or part not in node:
+            if not isinstance(node, dict):
+                where = ".".join(parts[:depth])
+                raise ConfigError(f"unknown key {key!r}: {where} is a value, not a group of keys; give {where}=...")
+            if part not in node:
                 where = ".".join(parts[:depth])
                 valid = sorted(node) if isinstance(node, dict) else []
                 close = difflib.get_close_matches(part, valid, n=1)
                 hint = f" (did you mean {'.'.join([*parts[:depth], close[0]])!r}?)" if close else ""
-                has = (f"{where} has: {', '.join(valid)}" if where else
+                has = (f"{where} takes no keys" if where and not valid else
+                       f"{where} has: {', '.join(valid)}" if where else
                        f"valid keys: {', '.join(k for k in valid if k != 'ops')}, ops.<op>.params.<name> "
                        "(harness --help says what each does)")
                 raise ConfigError(f"unknown key {key!r}{hint}; {has}")

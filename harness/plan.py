@@ -102,7 +102,8 @@ def _framework_settings(cfg, frameworks: dict) -> None:
                                    ("tuning_search", "HARNESS_TUNING_SEARCH", SEARCHES)):
         value = str(cfg.get(name, values[0]))
         if value not in values:
-            raise unknown(name, value, values)
+            raise ConfigError(f"{unknown(name, value, values)} (set by {name}=, or by ${variable} where the "
+                              "config reads it)")
         os.environ[variable] = value
 
 
@@ -172,8 +173,8 @@ def build(cfg, device: torch.device) -> Plan:
             spec = spec_cls(**params)
         except (TypeError, ValueError) as e:   # e.g. ops.rmsnorm.params.eps=abc: float() refuses it
             given = ", ".join(f"ops.{op_name}.params.{k}={v!r}" for k, v in params.items())
-            raise ConfigError(f"op {op_name} cannot take {given}: {e}; give a number where "
-                              f"conf/op/{op_name}.yaml has one") from None
+            raise ConfigError(f"op {op_name} cannot take {given}: {e} (conf/op/{op_name}.yaml has its "
+                              "parameters and their defaults)") from None
         if user_shapes is not None:
             shapes = user_shapes
         else:

@@ -45,12 +45,14 @@ class BadInput(ValueError):
     """A file the command cannot use; main prints it and exits 2."""
 
 
-def read(path: Path) -> tuple[list[Record], int]:
-    """(the case records of a JSONL file, how many of its lines were other rows)."""
-    records, others = [], 0
-    for n, row in jsonl.objects(path):
+def read(path: Path, cut_ok: bool = True) -> tuple[list[Record], list]:
+    """(the case records of a JSONL file, its other rows). ``cut_ok``: jsonl.objects' rule
+    for a last line a crash cut; False for a file written whole (a page's own data), where
+    such a line is damage to report, not a record to drop."""
+    records, others = [], []
+    for n, row in jsonl.objects(path, cut_ok):
         if not (isinstance(row, dict) and all(k in row for k in CASE_FIELDS)):
-            others += 1
+            others.append(row)
             continue
         records.append(jsonl.record_at(path, n, row))
     return records, others
@@ -62,20 +64,21 @@ FIRST_RUN = "first_run"
 FIRST_RUN_FIELDS = ("op", "phase", "seconds", "gpu")
 
 
-def read_first_runs(path: Path, left_out: list | None = None) -> list[dict]:
-    """The devtools/first-run lines of a JSONL file (read() has checked that it is JSON) that
-    can be placed: each names its op, phase, seconds and GPU. The others (a run cut before its
-    first record names no GPU) go to ``left_out`` when it is given."""
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            row = json.loads(line) if line.strip() else None
-        except ValueError:
-            continue
+def read_first_runs(path: Path) -> list[dict]:
+    """The devtools/first-run lines of a JSONL file that can be placed (first_runs)."""
+    return first_runs(read(path)[1])
+
+
+def first_runs(rows: list, left_out: list | None = None) -> list[dict]:
+    """The devtools/first-run lines among a file's other rows that can be placed: each names
+    its op, phase, seconds and GPU. The others (a run cut before its first record names no
+    GPU) go to ``left_out`` when it is given."""
+    placed_rows = []
+    for row in rows:
         if isinstance(row, dict) and row.get("kind") == FIRST_RUN:
             placed = all(row.get(k) not in (None, "") for k in FIRST_RUN_FIELDS) and row["phase"] in ("cold", "warm")
-            (rows if placed else left_out if left_out is not None else []).append(row)
-    return rows
+            (placed_rows if placed else left_out if left_out is not None else []).append(row)
+    return placed_rows
 
 
 def latest_first_runs(rows: list[dict]) -> list[dict]:
@@ -293,8 +296,8 @@ def publish(gpu: str, new: list[Record], folder: Path, new_first_runs: list[dict
     """Merge one GPU's new records (and first-run lines) into its JSONL and regenerate its
     page; what was done, in words."""
     data, md = folder / f"{slug(gpu)}.jsonl", folder / f"{slug(gpu)}.md"
-    old, _ = read(data) if data.exists() else ([], 0)
-    first = latest_first_runs((read_first_runs(data) if data.exists() else []) + list(new_first_runs))
+    old, old_rows = read(data, cut_ok=False) if data.exists() else ([], [])
+    first = latest_first_runs(first_runs(old_rows) + list(new_first_runs))
     # A record that measured nothing (skipped, or cut by an interrupt) does not replace one
     # that did: a run stopped early or without a framework loses no published result.
     measured = {r.case_key for r in old + new if measured_something(r)}
@@ -326,11 +329,11 @@ def main(argv: list[str] | None = None) -> int:
         records, others, first, unplaced_runs = [], 0, defaultdict(list), []
         for path in args.files:
             found, skipped = read(path)
-            rows = read_first_runs(path, unplaced_runs)
+            rows = first_runs(skipped, unplaced_runs)
             for row in rows:
                 first[row["gpu"]].append(row)
             records += found
-            others += skipped - len(rows)
+            others += len(skipped) - len(rows)
         others -= len(unplaced_runs)
         if unplaced_runs:
             print(f"harness-results: left out {len(unplaced_runs)} first-run lines without an op, a phase (cold or "

@@ -112,6 +112,36 @@ def test_unusable_impls_are_skipped_with_the_reason_under_impl_all(tmp_path):
         assert liger and liger[0]["status"] == "skipped" and liger[0]["reason"]
 
 
+@pytest.mark.parametrize("argv", [
+    ["op=rmsnorm", "tracking=none", "hydra.run.dir=/tmp/x"],
+    ["-m", "hydra/launcher=slurm", "hydra.sweep.dir=/tmp/j", "op=copy,scale", "sweep=full", "sweep.seeds=1",
+     "tracking.uri=http://h:5000", "tracking.parent_run_id=abc", "hydra.launcher.partition=h200"],
+    ["op=rmsnorm", "+hydra.job.chdir=false", "~roof.bytes", "roof={cache:false}", "shapes=[[4,4]]"],
+    ["op=all", "ops.softmax.shapes.smoke=[[1,7]]", "ops.rmsnorm.params.eps=1e-5"],
+    ["op=[rmsnorm,layernorm]", "ops.layernorm.params.eps=1e-5"],
+    ["op=choice(copy,scale)", "ops.sum.shapes.smoke=[[7]]"],   # a sweep function: Hydra resolves it
+])
+def test_the_key_check_takes_every_form_hydra_does(argv):
+    from harness import keys, plan
+    keys.check(argv, plan.CONF_DIR)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["op=rmsnorm", "ops.softmax.shapes.smoke=[[1,7]]"],
+     "ops.softmax.shapes.smoke: op softmax is not among the ops given (rmsnorm); add it to op= (op=[rmsnorm,softmax])"),
+    (["op=rmsnorm", "+ops.softmax.params.x=1"], "op softmax is not among the ops given"),
+    (["op=rmsnorm", "ops.rmsnrom.params.eps=1"], "unknown key 'ops.rmsnrom.params.eps' (did you mean 'ops.rmsnorm'?)"),
+    (["op=copy", "ops.copy.params.x=1"], "unknown key 'ops.copy.params.x'; ops.copy.params takes no keys"),
+    (["op=copy", "seed.x=1"], "unknown key 'seed.x': seed is a value, not a group of keys; give seed=..."),
+])
+def test_the_key_check_names_what_it_refuses(argv, message):
+    from harness import keys, plan
+    from harness.errors import ConfigError
+    with pytest.raises(ConfigError) as e:
+        keys.check(argv, plan.CONF_DIR)
+    assert message in str(e.value), str(e.value)
+
+
 @pytest.mark.parametrize("args,code,message", [
     (["op=rmsnrom"], 2, "unknown op 'rmsnrom' (did you mean 'rmsnorm'?); valid: all, copy"),
     (["op=[rmsnorm,sofmax]"], 2, "unknown op 'sofmax' (did you mean 'softmax'?)"),
@@ -295,8 +325,8 @@ def test_torch_compile_shapes_static_or_dynamic_rows_is_recorded(tmp_path):
 
 
 def test_the_environment_sets_triton_compile_and_the_command_line_wins(monkeypatch):
-    """README: triton_compile, env HARNESS_TRITON_COMPILE. The config's default had replaced
-    the variable a user set before every run."""
+    """README: triton_compile, env HARNESS_TRITON_COMPILE: the variable sets the run's default
+    (the config reads it, and does not replace it), and triton_compile= on the command line wins."""
     from hydra import compose, initialize_config_dir
 
     from harness import plan as planning

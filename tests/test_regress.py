@@ -175,8 +175,8 @@ def test_two_mlflow_runs_compared_case_by_case(tmp_path, capsys):
 
 
 def test_nightly_finish_refuses_a_missing_folder_or_an_unknown_night_before_uploading(tmp_path, capsys):
-    """finish on a folder that is not there said '0 records from 0 jobs' and went on; on a
-    night id the server does not have it uploaded under it, then failed with a traceback."""
+    """finish refuses, exit 2, before it uploads anything: a folder that is not there, and a
+    night id the tracking server does not have."""
     from harness import nightly
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     assert nightly.main(["finish", "--out", str(tmp_path / "no-night"), "--tracking-uri", uri]) == 2

@@ -62,6 +62,19 @@ def test_jsonl_keeps_the_records_before_a_last_line_a_crash_cut(tmp_path, capsys
         jsonl.read(sink.path)
 
 
+def test_a_run_that_appends_to_a_cut_file_ends_the_cut_line_first(tmp_path, capsys):
+    """Records appended to a file a killed run left without its last newline: a cut record is
+    dropped (warned), a whole one gets its newline; every record after it reads back."""
+    written = records()
+    whole = "".join(json.dumps(r.as_dict(), default=str) + "\n" for r in written[:2])
+    for tail, kept in ((whole.splitlines()[0][:40], 2), (whole.splitlines()[0], 3)):
+        path = tmp_path / f"kept{kept}.jsonl"
+        path.write_text(whole + tail)
+        jsonl.JsonlSink(path).write(written[2])
+        assert len(jsonl.read(path)) == kept + 1
+    assert "bytes dropped" in capsys.readouterr().err
+
+
 def test_console_table_reads_at_a_glance():
     text = console.render(records())
     assert "rmsnorm · bfloat16" in text and "GB/s (% of roof)" in text

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Branch s29-user, on the H200, from the repository root on a bare GPU host with
+# The CLI's input checks (session 29), on the H200, from the repository root on a bare GPU host with
 # PYTHONPATH=/tmp/site:$PWD. The branch changes the CLI's plumbing only: every key given is
 # checked against conf/ before Hydra runs (harness.keys), the flags and roof settings are
 # checked, triton_compile defaults to $HARNESS_TRITON_COMPILE, a HARNESS_CACHE that cannot be
-# written is named. This checks on a GPU that a normal run, a run with the nightly's Hydra
-# launcher keys and HARNESS_TRITON_COMPILE=serial still run and pass, and that the refused
+# written is named. This checks on a GPU that a normal run and one with
+# HARNESS_TRITON_COMPILE=serial still run and pass, and that the refused
 # inputs exit 2 with their message (each step's log says which). Everything under $OUT;
 # under 4 minutes.
 source "$(dirname "$0")/steps.sh"

@@ -19,6 +19,28 @@ class JsonlSink:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._end_a_cut_line()
+
+    def _end_a_cut_line(self) -> None:
+        """A file a killed run left without a newline at its end: a whole record gets its
+        newline, a cut one is dropped (with a warning); appending after it would make one
+        line of two, which every reader refuses."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return
+        if not data or data.endswith(b"\n"):
+            return
+        start = data.rfind(b"\n") + 1
+        try:
+            json.loads(data[start:])
+            with open(self.path, "ab") as f:
+                f.write(b"\n")
+        except ValueError:
+            with open(self.path, "r+b") as f:
+                f.truncate(start)
+            print(f"harness: warning: {self.path}: its last line was cut short (a run killed while writing it); "
+                  f"its {len(data) - start} bytes dropped before this run's records", file=sys.stderr)
 
     def write(self, rec: Record) -> None:
         with open(self.path, "a") as f:
@@ -27,12 +49,12 @@ class JsonlSink:
             os.fsync(f.fileno())
 
 
-def objects(path) -> list[tuple[int, object]]:
+def objects(path, cut_ok: bool = True) -> list[tuple[int, object]]:
     """(line number, JSON value) for each line of a results file. A last line without its
-    newline that is not JSON is a write a crash cut: it is left out with a warning naming it,
-    so that the records before it (fsynced one by one) still reach MLflow and the reports.
-    Any other line that is not JSON, or a file that is missing or unreadable, is a
-    BadResults naming it."""
+    newline that is not JSON is a write a crash cut: with ``cut_ok`` it is left out with a
+    warning naming it, so that the records before it (fsynced one by one) still reach MLflow
+    and the reports. Any other line that is not JSON, or a file that is missing or
+    unreadable, is a BadResults naming it."""
     path = Path(path)
     if not path.exists():
         raise BadResults(f"{path}: no such file (give the results.jsonl a harness run wrote)")
@@ -47,7 +69,7 @@ def objects(path) -> list[tuple[int, object]]:
         try:
             out.append((n, json.loads(line)))
         except ValueError as e:
-            if n == len(lines):   # no newline after it: its write was cut
+            if cut_ok and n == len(lines):   # no newline after it: its write was cut
                 print(f"warning: {path}, line {n}: cut short (a run that crashed while writing it); "
                       f"left out, the {len(out)} lines before it kept", file=sys.stderr)
                 break
