@@ -124,13 +124,15 @@ def check_values(cfg: DictConfig) -> None:
     for key in FLAGS:
         value = OmegaConf.select(cfg, key)
         if not isinstance(value, bool):
-            raise ConfigError(f"{key}={value!r}: give true or false")
+            got = f" (a {type(value).__name__}: an interpolation must give a boolean)" if isinstance(value, str) \
+                and value.lower() in ("true", "false") else ""
+            raise ConfigError(f"{key}={value!r}{got}: give true or false")
     value = cfg.roof.bytes
     if isinstance(value, bool) or not isinstance(value, int) or value < ROOF_MIN_BYTES:
         raise ConfigError(f"roof.bytes={value!r}: give the bytes of each roof kernel's buffer, a whole number "
                           f">= {ROOF_MIN_BYTES} (default 1073741824: far beyond the caches)")
     value = cfg.roof.max_age_s
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or value == float("inf"):
         raise ConfigError(f"roof.max_age_s={value!r}: give the seconds a measured roof is reused, a number >= 0 "
                           "(default 86400; 0 measures it again each run)")
 

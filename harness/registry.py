@@ -231,6 +231,10 @@ def load_plugins() -> None:
         try:
             importlib.import_module(name)
         except ImportError as e:
+            if e.name and e.name != name and not name.startswith(e.name + "."):   # the plugin's own import failed
+                raise ConfigError(f"{PLUGINS_ENV} names {name!r}, which imports {e.name!r}, which cannot be "
+                                  f"imported ({type(e).__name__}: {e}); install {e.name!r}, or leave {name!r} "
+                                  f"out of {PLUGINS_ENV}") from None
             raise ConfigError(f"{PLUGINS_ENV} names {name!r}, which cannot be imported ({type(e).__name__}: {e}); "
                               f"put its package on PYTHONPATH (or install it), or leave it out of {PLUGINS_ENV}"
                               ) from None

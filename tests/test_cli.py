@@ -1,5 +1,6 @@
 """The CLI end to end, in a subprocess, as a user runs it; bad inputs included."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -189,6 +190,8 @@ def test_bad_input_gets_a_clear_error(tmp_path, args, code, message):
     ("roof.bytes", 2.5e9, "roof.bytes=2500000000.0: give the bytes"),
     ("roof.max_age_s", -1, "roof.max_age_s=-1: give the seconds"),
     ("roof.max_age_s", "day", "roof.max_age_s='day'"),
+    ("roof.max_age_s", float("nan"), "roof.max_age_s=nan: give the seconds"),
+    ("isolate", "True", "isolate='True' (a str: an interpolation must give a boolean): give true or false"),
 ])
 def test_a_flag_or_roof_setting_that_is_not_one_is_refused(key, value, message):
     from omegaconf import OmegaConf
@@ -199,17 +202,26 @@ def test_a_flag_or_roof_setting_that_is_not_one_is_refused(key, value, message):
                                                                        "bytes": 1 << 30}})
     cli.check_values(cfg)
     OmegaConf.update(cfg, key, value)
-    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         cli.check_values(cfg)
 
 
-def test_a_plugin_that_cannot_be_imported_is_an_error_naming_it(monkeypatch):
+def test_a_plugin_that_cannot_be_imported_is_an_error_naming_it(monkeypatch, tmp_path):
+    """A plugin not found says to put it on PYTHONPATH; a plugin whose own import fails names
+    the module it lacks."""
     from harness import registry
     from harness.errors import ConfigError
     monkeypatch.setenv("HARNESS_PLUGINS", "no_such_team.kernels")
     with pytest.raises(ConfigError, match="HARNESS_PLUGINS names 'no_such_team.kernels', which cannot be imported "
                                           r"\(ModuleNotFoundError: No module named 'no_such_team'\); put its package "
                                           "on PYTHONPATH"):
+        registry.ops()
+    (tmp_path / "team_kernels_needing_more.py").write_text("import no_such_dependency_of_the_team\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("HARNESS_PLUGINS", "team_kernels_needing_more")
+    with pytest.raises(ConfigError, match="names 'team_kernels_needing_more', which imports "
+                                          "'no_such_dependency_of_the_team', which cannot be imported .*; install "
+                                          "'no_such_dependency_of_the_team'"):
         registry.ops()
 
 
