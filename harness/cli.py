@@ -23,7 +23,7 @@ from harness import provenance
 from harness import multirun  # noqa: F401 - the job folder resolver, the multirun summary
 from harness import keys, registry, report, roofline
 from harness.errors import ConfigError
-from harness.interrupts import sigint_once
+from harness.interrupts import SigintHold, sigint_once
 from harness.processes import InterruptedProcesses, run_cell
 from harness.progress import RunProgress
 from harness.record import INTERRUPTED, NOT_RUN, Record, case_label
@@ -166,41 +166,84 @@ def run(cfg: DictConfig) -> int:
     runner = None
     records: list[Record] = []
     interrupted = False
-    with RunProgress(n) as bar:
-        for cell in cells(the_plan.cases, processes):
-            runnable = [spec for spec in cell if not spec.skip_reason] if not interrupted else []
-            measured: dict[int, Record] = {}
-            if runnable:
-                first = runnable[0]
-                label = case_label(first.op, first.impl, first.variant, first.dtype, first.shape)
-                bar.case(label if processes == 1 else
-                         f"{first.op} {first.dtype} {'x'.join(map(str, first.shape))}: {len(runnable)} impls, "
-                         f"{processes} processes each")
-                if runner is None:
-                    runner = _runner(cfg, device, settings)
-                measured, cut = _measure(runner, runnable, processes, device, settings)
-                if cut:
-                    interrupted = True
-                    print("harness: interrupted: the remaining cases are recorded as skipped", file=sys.stderr)
-            for spec in cell:
-                rec = measured.get(id(spec))
-                if rec is None:
-                    rec = base_record(spec, device, settings, {})
-                    if interrupted and not spec.skip_reason:
-                        rec.status, rec.reason = "skipped", NOT_RUN
-                rec.invocation_id = invocation_id
-                jsonl.write(rec)
-                records.append(rec)
-                bar.line(f"[{len(records)}/{n}] {_progress(rec)}")
-                if tracker is not None:
+    # SIGINT is held through the loop and released only while a case runs or MLflow logs a
+    # record (harness.interrupts): there it is caught, and the run goes on as one cut in a
+    # case (the cases not run recorded as skipped, the table, MLflow KILLED, exit 130); a
+    # record is never cut between its measurement and its line in the JSONL.
+    try:
+        with RunProgress(n) as bar, SigintHold() as hold:
+            for cell in cells(the_plan.cases, processes):
+                runnable = [spec for spec in cell if not spec.skip_reason] if not interrupted else []
+                measured: dict[int, Record] = {}
+                if runnable:
+                    first = runnable[0]
+                    label = case_label(first.op, first.impl, first.variant, first.dtype, first.shape)
+                    bar.case(label if processes == 1 else
+                             f"{first.op} {first.dtype} {'x'.join(map(str, first.shape))}: {len(runnable)} "
+                             f"impls, {processes} processes each")
                     try:
-                        tracker.log(rec)
-                    except Exception as e:  # noqa: BLE001 - logging must never cost a result
-                        tracker_note = f"MLflow logging failed: {explain_tracking(e)}"
-                        print(f"harness: {tracker_note}; the rest stays in {jsonl.path}", file=sys.stderr)
-                        tracker = None
+                        with hold.released():
+                            if runner is None:
+                                runner = _runner(cfg, device, settings)
+                            measured, cut = _measure(runner, runnable, processes, device, settings)
+                    except KeyboardInterrupt:   # as the runner started, or one that waited for this case
+                        cut = True
+                    if cut:
+                        interrupted = True
+                        print(f"harness: {CUT}", file=sys.stderr)
+                for spec in cell:
+                    rec = measured.get(id(spec))
+                    if rec is None:
+                        rec = base_record(spec, device, settings, {})
+                        if interrupted and not spec.skip_reason:
+                            rec.status, rec.reason = "skipped", NOT_RUN
+                    rec.invocation_id = invocation_id
+                    jsonl.write(rec)
+                    records.append(rec)
+                    bar.line(f"[{len(records)}/{n}] {_progress(rec)}")
+                    if tracker is not None:
+                        interrupted, failed = _log(tracker, rec, hold, interrupted)
+                        if failed:
+                            tracker, tracker_note = None, failed
+                            print(f"harness: {failed}; the rest stays in {jsonl.path}", file=sys.stderr)
+    except KeyboardInterrupt:   # one that waited for the loop's end: every record is kept
+        interrupted = True
+    try:
         interrupted = _stop(runner, interrupted)
+        return _conclude(cfg, records, interrupted, jsonl, tracker, tracker_note, invocation_id, out_dir)
+    except KeyboardInterrupt:
+        print(f"harness: interrupted (SIGINT) after the cases, as the table, report or MLflow run were written: "
+              f"every record is in {jsonl.path}", file=sys.stderr)
+        if cfg.tracking.enabled and cfg.tracking.uri:
+            print(f"To complete MLflow:\n  {_upload_command(jsonl.path, cfg.tracking.uri)}", file=sys.stderr)
+        return INTERRUPTED_EXIT
 
+
+CUT = "interrupted: the remaining cases are recorded as skipped"
+
+
+def _log(tracker, rec: Record, hold: SigintHold, interrupted: bool) -> tuple[bool, str]:
+    """MLflow's copy of a record the JSONL holds: (interrupted, why logging must stop, or "").
+    A SIGINT while it is logged cuts the run as one in a case does, and the record is logged
+    again (the logger replaces the run the cut left unfinished); a further SIGINT, or a
+    failure, stops MLflow logging: the records stay in the JSONL, for harness-upload."""
+    while True:
+        try:
+            with hold.released():
+                tracker.log(rec)
+            return interrupted, ""
+        except KeyboardInterrupt:
+            if interrupted:
+                return True, "MLflow logging interrupted (SIGINT after the run was cut)"
+            interrupted = True
+            print(f"harness: {CUT}", file=sys.stderr)
+        except Exception as e:  # noqa: BLE001 - logging must never cost a result
+            return interrupted, f"MLflow logging failed: {explain_tracking(e)}"
+
+
+def _conclude(cfg: DictConfig, records: list[Record], interrupted: bool, jsonl: JsonlSink, tracker,
+              tracker_note: str, invocation_id: str, out_dir: Path) -> int:
+    """The table, the report, the MLflow run closed; the exit code."""
     table = console.render(records)
     print(table)
     (out_dir / "table.txt").write_text(table + "\n")
@@ -229,8 +272,7 @@ def run(cfg: DictConfig) -> int:
             tracker = None
     if tracker is None and cfg.tracking.enabled and cfg.tracking.uri:
         when = "When the store can be opened" if cfg.tracking.uri.startswith("sqlite:") else "When the server is back"
-        print(f"MLflow: not uploaded ({tracker_note}). {when}:\n"
-              f"  {_command('harness-upload', 'harness.upload')} {jsonl.path} --tracking-uri {cfg.tracking.uri}")
+        print(f"MLflow: not uploaded ({tracker_note}). {when}:\n  {_upload_command(jsonl.path, cfg.tracking.uri)}")
     if interrupted:   # every record is kept; the exit code says the run did not finish
         not_run = sum(1 for r in records if r.reason == NOT_RUN)
         print(f"harness: interrupted (SIGINT): {not_run} cases not run, recorded as skipped", file=sys.stderr)
@@ -238,6 +280,10 @@ def run(cfg: DictConfig) -> int:
     bad = sum(v for k, v in counts.items() if k in ("fail", "invalid", "error", "crash", "timeout", "oom"))
     bad -= sum(1 for r in records if r.negative_control and r.status == "fail")
     return 1 if cfg.strict and bad else 0
+
+
+def _upload_command(path: Path, uri: str) -> str:
+    return f"{_command('harness-upload', 'harness.upload')} {path} --tracking-uri {uri}"
 
 
 def _measure(runner, runnable: list[CaseSpec], processes: int, device, settings: Settings
@@ -339,9 +385,9 @@ def _hydra_main(cfg: DictConfig) -> None:
 
 
 def run_guarded(cfg: DictConfig) -> int:
-    """``run``, its bad input an error line (exit 2), and a SIGINT outside a case (the
-    cases' own are handled in ``run``: their table, MLflow, exit 130) a line saying what was
-    kept, exit 130: a Ctrl-C while the plan is made or the frameworks load is no crash."""
+    """``run``, its bad input an error line (exit 2), and a SIGINT before the first case (from
+    the first case on, ``run`` handles its own: the table, MLflow, exit 130) a line, exit
+    130: a Ctrl-C while the plan is made or the frameworks load is no crash."""
     try:
         with sigint_once():   # a time limit's SIGINT comes twice (harness.interrupts)
             return run(cfg)
@@ -349,13 +395,7 @@ def run_guarded(cfg: DictConfig) -> int:
         print(f"harness: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        try:
-            path = Path(HydraConfig.get().runtime.output_dir) / "results.jsonl"
-        except ValueError:   # no Hydra config: called outside the CLI
-            path = None
-        kept = (f"the records written so far are in {path}" if path is not None and path.is_file()
-                and path.stat().st_size else "no case had been recorded")
-        print(f"harness: interrupted (SIGINT) outside a case: {kept}", file=sys.stderr)
+        print("harness: interrupted (SIGINT) before the first case: nothing was recorded", file=sys.stderr)
         return INTERRUPTED_EXIT
 
 

@@ -34,3 +34,45 @@ def sigint_once(echo_s: float = ECHO_S):
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+class SigintHold:
+    """A SIGINT that arrives within the block waits: it is delivered, to the handler that was
+    in place, as the block ends or as a ``released()`` block inside it begins. Python raises
+    KeyboardInterrupt at whatever line runs when the signal comes; a loop that keeps each
+    result (a record written to its file, then logged) holds SIGINT around that work and
+    releases it only while it waits on something slow (a case, a tracking server), so an
+    interrupt lands where the loop catches it and never between a result and its keeping:
+    nothing lost, nothing written twice. A handler, not the signal mask: the mask is per
+    thread, and the threads torch and MLflow start would take the signal instead."""
+
+    def __init__(self):
+        self.previous = None
+        self.pending = False
+
+    def _hold(self, signum, frame) -> None:
+        self.pending = True
+
+    def _deliver(self) -> None:
+        """The previous handler in place; a SIGINT that waited sent again, to it."""
+        signal.signal(signal.SIGINT, self.previous)
+        if self.pending:
+            self.pending = False
+            signal.raise_signal(signal.SIGINT)
+
+    def __enter__(self) -> "SigintHold":
+        self.previous = signal.signal(signal.SIGINT, self._hold)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._deliver()
+
+    @contextlib.contextmanager
+    def released(self):
+        """Within the block a SIGINT is handled as before the hold (and one that waited, at
+        its start); held again after it."""
+        try:
+            self._deliver()
+            yield
+        finally:
+            signal.signal(signal.SIGINT, self._hold)

@@ -13,7 +13,8 @@ DIR (idempotent: records a job already logged are skipped), so a server that the
 nodes could not reach loses nothing; then it compares the night's records with each case's
 history on the server (or a pinned baseline night) and writes ``DIR/report.md``, printed and
 logged as an artifact of the night's run. Exit status: 0 fine, 1 regressions, 2 bad
-arguments, 3 the tracking server could not be reached (the records wait in DIR), 4 the
+arguments or a results file that could not be read (named; the others were uploaded and
+compared), 3 the tracking server could not be reached (the records wait in DIR), 4 the
 multirun itself failed (no regression found in what it recorded).
 """
 from __future__ import annotations
@@ -70,12 +71,9 @@ def finish(night: str | None, out: Path, uri: str, experiment: str, baseline: st
               "jobs/<n>/results.jsonl)", file=sys.stderr)
         return 2
     files = sorted(out.rglob("results.jsonl"))
-    try:
-        records = [r for f in files for r in jsonl.read(f)]
-    except jsonl.BadResults as e:
-        print(f"harness-nightly: {e}; nothing uploaded", file=sys.stderr)
-        return 2
-    notes = [f"{len(records)} records from {len(files)} jobs under {out}"]
+    records, unreadable = read_jobs(files)
+    notes = [f"{len(records)} records from {len(files) - len(unreadable)} jobs under {out}"]
+    notes += [f"left out, unreadable: {why}" for why in unreadable]
     try:
         logger = _logger(uri, experiment)
     except TrackingUnavailable as e:
@@ -110,9 +108,29 @@ def finish(night: str | None, out: Path, uri: str, experiment: str, baseline: st
     now = int(time.time() * 1000)
     client.log_batch(night, metrics=[Metric(k, float(v), now, 0) for k, v in (
         ("regressions", len(report.regressions)), ("improvements", len(report.improvements)),
-        ("new", len(report.new)), ("vanished", len(report.vanished)), ("records", len(records)))])
-    client.set_terminated(night, "FAILED" if report.regressions else "FINISHED")
+        ("new", len(report.new)), ("vanished", len(report.vanished)), ("records", len(records)),
+        ("unreadable_files", len(unreadable)))])
+    client.set_terminated(night, "FAILED" if report.regressions or unreadable else "FINISHED")
+    if unreadable:
+        print(f"harness-nightly: {len(unreadable)} results files could not be read and were left out (above); "
+              "the rest was uploaded and compared", file=sys.stderr)
+        return 2
     return 1 if report.regressions else 0
+
+
+def read_jobs(files: list[Path]) -> tuple[list, list[str]]:
+    """The records of every job's results file, and what is wrong with each file that cannot
+    be read (named on its own line as it is met). One unreadable file must not cost the
+    night the others: they are uploaded and compared, and the exit status says what was
+    left out."""
+    records, unreadable = [], []
+    for f in files:
+        try:
+            records += jsonl.read(f)
+        except jsonl.BadResults as e:
+            print(f"harness-nightly: {e}; left out, the other files are used", file=sys.stderr)
+            unreadable.append(str(e))
+    return records, unreadable
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -48,20 +48,27 @@ def main(argv: list[str] | None = None) -> int:
         print(f"harness-upload: error: no results.jsonl under {', '.join(args.paths)}", file=sys.stderr)
         return 2
     total_new = total_old = 0
+    unreadable = []   # one bad file must not keep the others' records from the server
     for f in files:
         try:
             records = jsonl.read(f)
+        except jsonl.BadResults as e:
+            print(f"harness-upload: error: {e}; left out, the other files are uploaded", file=sys.stderr)
+            unreadable.append(f)
+            continue
+        try:
             new, old = upload(records, args.tracking_uri, args.experiment, args.parent_run_id, args.group)
         except TrackingUnavailable as e:
             print(f"harness-upload: error: {e}; nothing uploaded from {f}, try again later", file=sys.stderr)
             return 1
-        except ValueError as e:
-            print(f"harness-upload: error: {e}", file=sys.stderr)
-            return 2
         print(f"{f}: {new} uploaded, {old} already there")
         total_new += new
         total_old += old
     print(f"total: {total_new} uploaded, {total_old} already there, to {args.tracking_uri}")
+    if unreadable:
+        print(f"harness-upload: {len(unreadable)} of {len(files)} files could not be read (above): "
+              f"{' '.join(map(str, unreadable))}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -237,7 +237,7 @@ def test_a_sigint_before_the_cases_is_a_line_and_exit_130_not_a_traceback(monkey
                                                     "roof": {"cache": True, "max_age_s": 0, "bytes": 1 << 30},
                                                     "sweep": {"name": "smoke"}})
     assert cli.run_guarded(cfg) == cli.INTERRUPTED_EXIT
-    assert "harness: interrupted (SIGINT) outside a case: no case had been recorded" in capsys.readouterr().err
+    assert "harness: interrupted (SIGINT) before the first case: nothing was recorded" in capsys.readouterr().err
 
 
 def test_a_cache_folder_that_cannot_be_written_is_named(tmp_path, monkeypatch):
@@ -389,22 +389,24 @@ def test_a_sigint_while_the_worker_stops_kills_it_and_the_run_goes_on():
 
 
 def _run_with(tmp_path, monkeypatch, runner_cls, overrides):
-    """cli.run in this process on ``overrides``, its cases run by ``runner_cls(device,
-    settings)``: (the config, the exit code). The JSONL lands in tmp_path."""
+    """The harness in this process on ``overrides`` (cli.run_guarded, as the command runs
+    it), its cases run by ``runner_cls(device, settings)`` (None: the harness's own runner):
+    (the config, the exit code). The JSONL lands in tmp_path."""
     from hydra import compose, initialize_config_dir
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
 
     from harness import cli
     from harness import plan as planning
-    monkeypatch.setattr(cli, "_runner", lambda cfg, device, settings: runner_cls(device, settings))
+    if runner_cls is not None:
+        monkeypatch.setattr(cli, "_runner", lambda cfg, device, settings: runner_cls(device, settings))
     with initialize_config_dir(config_dir=str(planning.CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=overrides, return_hydra_config=True)
     with open_dict(cfg):
         cfg.hydra.runtime.output_dir = str(tmp_path)
     HydraConfig.instance().set_config(cfg)
     try:
-        return cfg, cli.run(cfg)
+        return cfg, cli.run_guarded(cfg)
     finally:
         HydraConfig.instance().cfg = None   # not this process's other tests' Hydra config
 
@@ -462,6 +464,57 @@ def test_an_interrupted_run_keeps_every_record_and_says_so_in_its_exit_code(tmp_
     exp = client.get_experiment_by_name(str(cfg.tracking.experiment))
     (inv,) = client.search_runs([exp.experiment_id], "tags.`harness.kind` = 'invocation'")
     assert inv.info.status == "KILLED" and inv.data.metrics["interrupted"] == 1.0
+
+
+@pytest.mark.parametrize("where", ["jsonl", "mlflow"])
+def test_a_sigint_between_cases_is_handled_as_one_in_a_case(tmp_path, monkeypatch, capsys, where):
+    """A real SIGINT while the second record is written to the JSONL (it waits for the
+    write: the record is kept once, whole), or while MLflow logs it (the half-made case run
+    is replaced): the table, every case a record once, the one not run skipped, exit 130,
+    and in MLflow one finished case run per record, one point per series, nothing RUNNING."""
+    import json
+    import os
+    import signal
+
+    from mlflow.tracking import MlflowClient
+
+    from harness import cli
+    from harness.sinks.jsonl import JsonlSink
+    from harness.sinks.mlflow import MlflowLogger
+
+    cls, name = (JsonlSink, "write") if where == "jsonl" else (MlflowLogger, "_series_point")
+    original, calls = getattr(cls, name), []
+
+    def interrupted_second(self, *args):
+        calls.append(name)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        return original(self, *args)
+    monkeypatch.setattr(cls, name, interrupted_second)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    cfg, code = _run_with(tmp_path, monkeypatch, None,
+                          ["op=copy", "impl=eager", "dtype=[fp32,bf16,fp16]", "shapes=[[7]]", "isolate=false",
+                           "sweep=smoke", "device=cpu", "roof.bytes=4194304", f"tracking.uri={uri}"])
+    assert code == cli.INTERRUPTED_EXIT
+    recs = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert [(r["dtype"], r["status"]) for r in recs] == [("float32", "ok"), ("bfloat16", "ok"),
+                                                         ("float16", "skipped")]
+    assert recs[2]["reason"] == cli.NOT_RUN
+    captured = capsys.readouterr()
+    assert "GB/s" in captured.out and (tmp_path / "table.txt").exists()
+    assert "before the first case" not in captured.err
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(str(cfg.tracking.experiment))
+    from mlflow.entities import ViewType
+    every = client.search_runs([exp.experiment_id], "", run_view_type=ViewType.ALL, max_results=1000)
+    assert [r.info.run_name for r in every if r.info.status == "RUNNING"] == []
+    cases = client.search_runs([exp.experiment_id], "tags.`harness.kind` = 'case'")
+    assert sorted(c.data.tags["harness.record_id"] for c in cases) == sorted(r["record_id"] for r in recs)
+    (inv,) = client.search_runs([exp.experiment_id], "tags.`harness.kind` = 'invocation'")
+    assert inv.info.status == "KILLED"
+    for series in client.search_runs([exp.experiment_id], "tags.`harness.kind` = 'series'"):
+        steps = [m.step for m in client.get_metric_history(series.info.run_id, "gbps")]
+        assert len(steps) == len(set(steps)) == (series.data.tags["dtype"] != "float16")
 
 
 def test_a_sigint_mid_cell_keeps_each_impls_finished_processes(tmp_path, monkeypatch, capsys):

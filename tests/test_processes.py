@@ -193,3 +193,36 @@ def test_the_worker_ignores_sigint_and_its_parent_stops_it(tmp_path):
         assert (first.status, second.status) == ("ok", "ok") and runner.proc.pid == pid
     finally:
         runner.stop()
+
+
+def test_a_held_sigint_waits_for_the_end_of_the_hold_or_its_release():
+    """Within SigintHold a SIGINT does not cut the work under way: it raises as the hold ends,
+    or as a released() block begins; inside released() one raises at once; after the hold
+    the previous handler is back."""
+    import os
+    import signal
+
+    from harness.interrupts import SigintHold, sigint_once
+    steps = []
+    with sigint_once(echo_s=0.0):
+        before = signal.getsignal(signal.SIGINT)
+        with pytest.raises(KeyboardInterrupt):
+            with SigintHold():
+                os.kill(os.getpid(), signal.SIGINT)
+                steps.append("kept")
+        with pytest.raises(KeyboardInterrupt):
+            with SigintHold() as hold:
+                os.kill(os.getpid(), signal.SIGINT)
+                steps.append("kept")
+                with pytest.raises(KeyboardInterrupt):
+                    with hold.released():
+                        steps.append("not reached")
+                with pytest.raises(KeyboardInterrupt):
+                    with hold.released():
+                        os.kill(os.getpid(), signal.SIGINT)
+                        signal.getsignal(signal.SIGINT)   # a call: the handler runs by now
+                        steps.append("not reached")
+                os.kill(os.getpid(), signal.SIGINT)   # held again after a release
+                steps.append("kept")
+        assert signal.getsignal(signal.SIGINT) is before
+    assert steps == ["kept", "kept", "kept"]

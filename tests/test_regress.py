@@ -187,3 +187,38 @@ def test_nightly_finish_refuses_a_missing_folder_or_an_unknown_night_before_uplo
     assert nightly.main(["finish", "--night", night, "--out", str(tmp_path / "night"), "--tracking-uri", uri]) == 2
     assert f"--night {night}: no such run on {uri}; give the id that start printed" in capsys.readouterr().err
     assert not (tmp_path / "night" / "report.md").exists()
+
+
+def test_nightly_finish_leaves_out_an_unreadable_job_file_and_uploads_and_compares_the_rest(tmp_path, capsys):
+    """One job's results file that cannot be read (a line in its middle is not JSON) cost the
+    whole night: nothing uploaded, no report. Now it is named, the other jobs' records are
+    uploaded and compared, the report says what was left out, and the exit status is 2."""
+    import json
+
+    from mlflow.tracking import MlflowClient
+
+    from harness import nightly
+    from harness.record import Record
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    night = tmp_path / "night"
+    jobs = {}
+    for job, op in enumerate(["copy", "scale", "sum"]):
+        recs = [Record(op, "eager", "-", "float32", [n], status="ok", median_us=5.0, invocation_id=f"inv{job}",
+                       timestamp="2026-12-01T00:00:00+00:00") for n in (7, 4096)]
+        lines = [json.dumps(r.as_dict()) for r in recs]
+        if job == 1:
+            lines.insert(1, "{not json")
+        (night / "jobs" / str(job)).mkdir(parents=True)
+        jobs[job] = night / "jobs" / str(job) / "results.jsonl"
+        jobs[job].write_text("".join(line + "\n" for line in lines))
+    assert nightly.main(["finish", "--out", str(night), "--tracking-uri", uri]) == 2
+    err = capsys.readouterr().err
+    assert f"harness-nightly: {jobs[1]}, line 2: not JSON" in err and "left out, the other files are used" in err
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("kernel-harness").experiment_id
+    cases = client.search_runs([exp], "tags.`harness.kind` = 'case'")
+    assert sorted(c.data.params["op"] for c in cases) == ["copy", "copy", "sum", "sum"]
+    report = (night / "report.md").read_text()
+    assert "4 records from 2 jobs" in report and f"left out, unreadable: {jobs[1]}, line 2" in report
+    (run,) = client.search_runs([exp], "tags.`harness.kind` = 'night'")
+    assert run.info.status == "FAILED" and run.data.metrics["unreadable_files"] == 1

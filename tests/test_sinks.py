@@ -185,6 +185,24 @@ def test_upload_command_after_an_outage(tmp_path, capsys):
     assert upload_main([str(tmp_path / "nope"), "--tracking-uri", uri]) == 2
 
 
+def test_upload_names_an_unreadable_file_and_uploads_the_others(tmp_path, capsys):
+    """A results file that cannot be read stopped the upload there, the files after it not
+    sent; now it is named, every other file is uploaded, and the exit status is 2."""
+    bad, good = tmp_path / "a" / "results.jsonl", tmp_path / "b" / "results.jsonl"
+    bad.parent.mkdir()
+    bad.write_text("{not json\n{}\n")
+    sink = jsonl.JsonlSink(good)
+    for r in records("inv-after-bad"):
+        sink.write(r)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    assert upload_main([str(tmp_path), "--tracking-uri", uri]) == 2
+    captured = capsys.readouterr()
+    assert f"harness-upload: error: {bad}, line 1: not JSON" in captured.err
+    assert f"1 of 2 files could not be read (above): {bad}" in captured.err
+    assert f"{good}: 4 uploaded, 0 already there" in captured.out
+    assert len(mlflow_runs(uri, "case")[1]) == 4
+
+
 def test_cpu_tables_show_significant_digits_and_mark_cached_and_noisy_cases():
     prov = {"cpu_cache_bytes": 32 << 20}
     small = Record("copy", "torch_compile", "-", "float32", [1000], status="ok", timer="wall", bytes=8000,

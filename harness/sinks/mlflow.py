@@ -204,6 +204,8 @@ class MlflowLogger:
                 self._invocations[invocation_id] = run.info.run_id
             elif kind == "series":
                 self._series[(invocation_id, tags.get("harness.series"))] = run.info.run_id
+                if not run.data.params:   # cut between its creation and its params
+                    self._series_params(run.info.run_id, *(tags.get(k) for k in ("op", "impl", "variant", "dtype")))
             elif kind == "case" and run.info.status == "RUNNING":
                 # cut by an outage between its creation and its end: replaced when logged
                 self._partial[tags.get("harness.record_id")] = run.info.run_id
@@ -241,22 +243,37 @@ class MlflowLogger:
                     "impl": r.impl, "variant": r.variant, "dtype": r.dtype, "gpu": gpu}
             run = self.client.create_run(self.experiment_id, start_time=_ms(r.timestamp), tags=tags,
                                          run_name=f"{r.op} · {r.impl_label} · {r.dtype}")
-            from mlflow.entities import Param
-            self.client.log_batch(run.info.run_id, params=[
-                Param("op", r.op), Param("impl", r.impl), Param("variant", r.variant),
-                Param("dtype", r.dtype)])
             self._series[key] = run.info.run_id
+            self._series_params(run.info.run_id, r.op, r.impl, r.variant, r.dtype)
         return self._series[key]
 
+    def _series_params(self, run_id: str, op: str, impl: str, variant: str, dtype: str) -> None:
+        from mlflow.entities import Param
+        self.client.log_batch(run_id, params=[Param("op", op), Param("impl", impl), Param("variant", variant),
+                                              Param("dtype", dtype)])
+
     def log(self, r: Record) -> bool:
-        """Log one record; False if it was there already."""
+        """Log one record; False if it was there already. Cut (an outage, a SIGINT), it may
+        leave runs half made: what this logger knows of the invocation is dropped, so that
+        logging the record again finds them on the server (``_scan``), replaces its case
+        run and adds no series point twice."""
+        try:
+            return self._log(r)
+        except BaseException:
+            self._scanned.discard(r.invocation_id)
+            self._series_steps.clear()
+            raise
+
+    def _log(self, r: Record) -> bool:
         from mlflow.entities import Metric, Param, RunTag
 
         self._scan(r.invocation_id)
         if r.record_id in self._records:
             return False
-        if r.record_id in self._partial:
-            self.client.delete_run(self._partial.pop(r.record_id))
+        if r.record_id in self._partial:   # ended first: a deleted run left RUNNING is still RUNNING in the store
+            cut = self._partial.pop(r.record_id)
+            self.client.set_terminated(cut, "KILLED")
+            self.client.delete_run(cut)
         series_id = self._series_run(r)
         ts = _ms(r.timestamp)
         prov = r.provenance or {}
@@ -292,10 +309,11 @@ class MlflowLogger:
             metrics=[Metric(k, float(v), ts, 0) for k, v in metrics.items()],
             params=[Param(k, str(v)[:MAX_PARAM]) for k, v in params.items()],
             tags=[])
-        self.client.set_terminated(run_id, run_status(r), end_time=ts + 1)
-        self._records.add(r.record_id)
         if r.gbps is not None:
             self._series_point(series_id, r, ts)
+        # Ended last: a case run that is not RUNNING is whole, its series point included.
+        self.client.set_terminated(run_id, run_status(r), end_time=ts + 1)
+        self._records.add(r.record_id)
         return True
 
     def _series_point(self, series_id: str, r: Record, ts: int) -> None:
