@@ -213,7 +213,7 @@ class MlflowLogger:
                 self._records.add(tags.get("harness.record_id"))
 
     # --- creating runs --------------------------------------------------------------
-    def invocation_run(self, invocation_id: str, first: Record, params: dict | None = None) -> str:
+    def invocation_run(self, invocation_id: str, first: Record) -> str:
         self._scan(invocation_id)
         if invocation_id in self._invocations:
             return self._invocations[invocation_id]
@@ -226,9 +226,6 @@ class MlflowLogger:
         run = self.client.create_run(self.experiment_id, start_time=_ms(first.timestamp), tags=tags,
                                      run_name=f"harness {first.timestamp[:19]} {invocation_id[:8]}")
         run_id = run.info.run_id
-        if params:
-            from mlflow.entities import Param
-            self.client.log_batch(run_id, params=[Param(k, str(v)[:MAX_PARAM]) for k, v in params.items()])
         self._invocations[invocation_id] = run_id
         return run_id
 
@@ -265,7 +262,7 @@ class MlflowLogger:
             raise
 
     def _log(self, r: Record) -> bool:
-        from mlflow.entities import Metric, Param, RunTag
+        from mlflow.entities import Metric, Param
 
         self._scan(r.invocation_id)
         if r.record_id in self._records:
