@@ -87,7 +87,11 @@ def finish(night: str | None, out: Path, uri: str, experiment: str, baseline: st
         from mlflow.exceptions import MlflowException
         try:   # before anything is uploaded under it
             client.get_run(night)
-        except MlflowException:
+        except MlflowException as e:
+            if e.error_code not in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):   # the server failed
+                print(f"harness-nightly: {uri} did not answer for the night's run ({e.error_code}: "
+                      f"{str(e)[:200]}); the records wait in {out}: run finish again later", file=sys.stderr)
+                return 3
             print(f"harness-nightly: --night {night}: no such run on {uri}; give the id that start printed "
                   "(or leave --night out: finish then makes the night's run)", file=sys.stderr)
             return 2
