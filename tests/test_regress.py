@@ -189,10 +189,28 @@ def test_nightly_finish_refuses_a_missing_folder_or_an_unknown_night_before_uplo
     assert not (tmp_path / "night" / "report.md").exists()
 
 
+def test_nightly_finish_waits_when_the_server_fails_to_look_up_the_night(tmp_path, capsys, monkeypatch):
+    """A server error while finish looks up the night's run (not "no such run") is exit 3:
+    the records wait for finish to be run again."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    from harness import nightly
+
+    def failing(self, run_id):
+        raise MlflowException("the database is locked", error_code="INTERNAL_ERROR")
+    monkeypatch.setattr(MlflowClient, "get_run", failing)
+    (tmp_path / "night" / "jobs" / "0").mkdir(parents=True)
+    (tmp_path / "night" / "jobs" / "0" / "results.jsonl").write_text("")
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    assert nightly.main(["finish", "--night", "0" * 32, "--out", str(tmp_path / "night"), "--tracking-uri", uri]) == 3
+    assert "did not answer for the night's run (INTERNAL_ERROR" in capsys.readouterr().err
+
+
 def test_nightly_finish_leaves_out_an_unreadable_job_file_and_uploads_and_compares_the_rest(tmp_path, capsys):
-    """One job's results file that cannot be read (a line in its middle is not JSON) cost the
-    whole night: nothing uploaded, no report. Now it is named, the other jobs' records are
-    uploaded and compared, the report says what was left out, and the exit status is 2."""
+    """One job's results file that cannot be read (a line in its middle is not JSON) is named,
+    the other jobs' records are uploaded and compared, the report says what was left out, and
+    the exit status is 2."""
     import json
 
     from mlflow.tracking import MlflowClient
