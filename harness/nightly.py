@@ -138,6 +138,17 @@ def read_jobs(files: list[Path]) -> tuple[list, list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Exit 2 with one line for a configuration the harness refuses (a plugin that does not
+    import, an unknown op), as the harness itself does."""
+    from harness.errors import ConfigError
+    try:
+        return _main(argv)
+    except ConfigError as e:
+        print(f"harness-nightly: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str] | None) -> int:
     ap = argparse.ArgumentParser(prog="harness-nightly", description=__doc__.split("\n\n")[0])
     ap.add_argument("step", choices=("run", "start", "jobs", "finish"))
     ap.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI", "http://localhost:5000"))

@@ -240,3 +240,10 @@ def test_nightly_finish_leaves_out_an_unreadable_job_file_and_uploads_and_compar
     assert "4 records from 2 jobs" in report and f"left out, unreadable: {jobs[1]}, line 2" in report
     (run,) = client.search_runs([exp], "tags.`harness.kind` = 'night'")
     assert run.info.status == "FAILED" and run.data.metrics["unreadable_files"] == 1
+
+
+def test_nightly_jobs_refuses_a_plugin_that_does_not_import_with_one_line(tmp_path, capsys, monkeypatch):
+    from harness import nightly
+    monkeypatch.setenv("HARNESS_PLUGINS", "no_such_team_module")
+    assert nightly.main(["jobs", "--out", str(tmp_path), "--tracking-uri", f"sqlite:///{tmp_path}/m.db"]) == 2
+    assert capsys.readouterr().err.startswith("harness-nightly: error: HARNESS_PLUGINS names 'no_such_team_module'")
