@@ -192,7 +192,8 @@ def test_first_runs_are_summed_per_gpu_from_the_latest_line_of_each_op_and_phase
     path = tmp_path / "first-run.jsonl"
     path.write_text("\n".join([line("rmsnorm", "cold", 300.0), line("rmsnorm", "cold", 200.0),
                                line("rmsnorm", "warm", 100.0), line("softmax", "cold", 150.0, cut=True),
-                               line("softmax", "cold", 50.0, gpu="NVIDIA H100"), "not json"]) + "\n")
+                               line("softmax", "cold", 50.0, gpu="NVIDIA H100"), '{"kind": "first_run", "op'])
+                    )   # the last line cut by a kill: left out, the lines before it read
     text = tool.table([str(path)])
     h200 = text[text.index("NVIDIA H200"):]
     assert "| rmsnorm | 84 | 200 | 100 | 2 | 1.5-2.5 | abc |" in h200

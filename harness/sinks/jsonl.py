@@ -15,32 +15,34 @@ class BadResults(ValueError):
     """A results file that cannot be read: the message names it (and the line) and what to do."""
 
 
+def end_a_cut_line(path: Path) -> None:
+    """A file a killed run left without a newline at its end: a whole record gets its
+    newline, a cut one is dropped (with a warning); appending after it would make one
+    line of two, which every reader refuses."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return
+    if not data or data.endswith(b"\n"):
+        return
+    start = data.rfind(b"\n") + 1
+    try:
+        json.loads(data[start:])
+        with open(path, "ab") as f:
+            f.write(b"\n")
+    except ValueError:
+        with open(path, "r+b") as f:
+            f.truncate(start)
+        print(f"harness: warning: {path}: its last line was cut short (a run killed while writing it); "
+              f"its {len(data) - start} bytes dropped before this run's lines", file=sys.stderr)
+
+
 class JsonlSink:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._end_a_cut_line()
-
-    def _end_a_cut_line(self) -> None:
-        """A file a killed run left without a newline at its end: a whole record gets its
-        newline, a cut one is dropped (with a warning); appending after it would make one
-        line of two, which every reader refuses."""
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            return
-        if not data or data.endswith(b"\n"):
-            return
-        start = data.rfind(b"\n") + 1
-        try:
-            json.loads(data[start:])
-            with open(self.path, "ab") as f:
-                f.write(b"\n")
-        except ValueError:
-            with open(self.path, "r+b") as f:
-                f.truncate(start)
-            print(f"harness: warning: {self.path}: its last line was cut short (a run killed while writing it); "
-                  f"its {len(data) - start} bytes dropped before this run's records", file=sys.stderr)
+        end_a_cut_line(self.path)
 
     def write(self, rec: Record) -> None:
         with open(self.path, "a") as f:
