@@ -444,37 +444,11 @@ def help_text() -> str:
     return "\n".join(lines)
 
 
-GROUPS = ("op", "sweep", "tracking")   # config groups a user picks on the command line
-
-
-def check_groups(argv: list[str]) -> None:
-    """Every value given to a config group (one, a list, or a multirun's comma list) has a
-    file in conf/<group>/, and an op is given: Hydra alone says 'Could not load op/NAME' with
-    a traceback, or 'You must specify op', and exits 1."""
-    given = set()
-    for a in argv:
-        key, sep, value = a.partition("=")
-        key = key.lstrip("+~")
-        if sep and key in GROUPS:
-            given.add(key)
-            if "(" in value:   # a Hydra sweep function (choice(...), glob(...)): Hydra resolves it
-                continue
-            valid = sorted(p.stem for p in (planning.CONF_DIR / key).glob("*.yaml"))
-            for name in (v.strip() for v in value.strip("[]").split(",")):
-                if name not in valid:
-                    from harness.errors import unknown
-                    raise unknown(key, name, valid)
-    if "op" not in given:
-        valid = sorted(p.stem for p in (planning.CONF_DIR / "op").glob("*.yaml"))
-        raise ConfigError(f"no op given; add op=<name> (harness --help); valid: {', '.join(valid)}")
-
-
 def main() -> None:
     if any(a in ("--help", "-h") for a in sys.argv[1:]):
         print(help_text())
         sys.exit(0)
     try:
-        check_groups(sys.argv[1:])
         keys.check(sys.argv[1:], planning.CONF_DIR)
     except ConfigError as e:
         print(f"harness: error: {e}", file=sys.stderr)

@@ -1,4 +1,5 @@
-"""Every key given on the command line names a key of conf/, or it is an error naming it.
+"""Every config group given on the command line names files of conf/<group>/, and every key
+names a key of conf/, or it is an error naming it.
 
 Hydra alone answers a misspelt key (``shape=[[4,4]]``) with "Key 'shape' is not in struct"
 and exit 1, and advises ``+shape=...``, which it then accepts and the harness never reads:
@@ -11,9 +12,9 @@ import difflib
 
 from omegaconf import OmegaConf
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, unknown
 
-GROUP_DIRS = {"sweep": "sweep", "tracking": "tracking"}   # group -> where its configs' keys live
+GROUPS = ("op", "sweep", "tracking")   # config groups a user picks on the command line
 
 
 def known_tree(conf_dir) -> dict:
@@ -26,9 +27,9 @@ def known_tree(conf_dir) -> dict:
     for path in sorted((conf_dir / "op").glob("*.yaml")):
         ops.update((OmegaConf.to_container(OmegaConf.load(path)) or {}).get("ops") or {})
     tree["ops"] = ops
-    for group, folder in GROUP_DIRS.items():
+    for group in GROUPS[1:]:   # op's configs fill ``ops`` (above)
         merged: dict = {}
-        for path in sorted((conf_dir / folder).glob("*.yaml")):
+        for path in sorted((conf_dir / group).glob("*.yaml")):
             _merge(merged, OmegaConf.to_container(OmegaConf.load(path)) or {})
         tree[group] = merged
     return tree
@@ -42,34 +43,49 @@ def _merge(into: dict, other: dict) -> None:
             into.setdefault(k, v)
 
 
-def selected_ops(argv: list[str], conf_dir) -> set[str] | None:
-    """The ops that op= selects (a list or a multirun's comma list: each; all: every op);
-    None for a Hydra sweep function, which Hydra resolves."""
-    every = {p.stem for p in (conf_dir / "op").glob("*.yaml")} - {"all"}
-    names: set[str] = set()
+def group_choices(argv: list[str], conf_dir) -> dict[str, set[str] | None]:
+    """{group: the names given to it} for each config group on the command line (one, a
+    list, or a multirun's comma list; None for a Hydra sweep function such as choice(...),
+    which Hydra resolves). Each name must have a file in conf/<group>/, and an op must be
+    given: Hydra alone says 'Could not load op/NAME' with a traceback, or 'You must specify
+    op', and exits 1."""
+    given: dict[str, set[str] | None] = {}
     for arg in argv:
         key, sep, value = arg.partition("=")
-        if sep and key.lstrip("+~") == "op":
-            if "(" in value:
-                return None
-            for name in (v.strip() for v in value.strip("[]").split(",")):
-                names |= every if name == "all" else {name}
-    return names
+        key = key.lstrip("+~")
+        if not sep or key not in GROUPS:
+            continue
+        if "(" in value:
+            given[key] = None
+            continue
+        valid = sorted(p.stem for p in (conf_dir / key).glob("*.yaml"))
+        for name in (v.strip() for v in value.strip("[]").split(",")):
+            if name not in valid:
+                raise unknown(key, name, valid)
+            names = given.setdefault(key, set())
+            if names is not None:
+                names.add(name)
+    if "op" not in given:
+        valid = sorted(p.stem for p in (conf_dir / "op").glob("*.yaml"))
+        raise ConfigError(f"no op given; add op=<name> (harness --help); valid: {', '.join(valid)}")
+    return given
 
 
 def check(argv: list[str], conf_dir) -> None:
-    """A ConfigError for the first override whose key conf/ does not have, or that sets an
-    op that op= does not select: Hydra would refuse it and advise ``+ops...``, which then
-    adds that op to the run."""
-    tree, chosen = None, selected_ops(argv, conf_dir)
+    """A ConfigError for the first group choice conf/ does not have (group_choices), or the
+    first override whose key conf/ does not have, or that sets an op that op= does not
+    select: Hydra would refuse it and advise ``+ops...``, which then adds that op to the run."""
+    ops = group_choices(argv, conf_dir)["op"]
+    every = {p.stem for p in (conf_dir / "op").glob("*.yaml")} - {"all"}
+    tree, chosen = None, (None if ops is None else every if "all" in ops else ops)
     sweep_named = any(a.partition("=")[0] == "sweep" and a.partition("=")[2] != "auto" for a in argv)
     for arg in argv:
         key, sep, _ = arg.partition("=")
         if not sep or arg.startswith("-"):
             continue
         key = key.lstrip("+~")
-        if key in ("op", *GROUP_DIRS) or key.startswith("hydra") or "/" in key or "@" in key:
-            continue   # a config group (checked by cli.check_groups), or Hydra's own
+        if key in GROUPS or key.startswith("hydra") or "/" in key or "@" in key:
+            continue   # a config group (group_choices), or Hydra's own
         tree = tree if tree is not None else known_tree(conf_dir)
         node, parts = tree, key.split(".")
         if parts[0] == "ops" and len(parts) > 1 and parts[1] in tree["ops"] and chosen is not None \
