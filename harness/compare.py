@@ -34,7 +34,7 @@ def load(path: str) -> list[Record]:
         raise SystemExit(f"compare: {path}: no such file (give the results.jsonl of a run)")
     try:
         records = jsonl.read(p)
-    except (OSError, UnicodeDecodeError, ValueError) as e:
+    except jsonl.BadResults as e:
         raise SystemExit(f"compare: {e}") from None
     if not records:
         raise SystemExit(f"compare: {path} holds no records")

@@ -83,21 +83,19 @@ def finish(night: str | None, out: Path, uri: str, experiment: str, baseline: st
     if night is None:   # the server was down at the start: the night's run is made now
         night = start(uri, experiment)
         notes.append("the tracking server was unreachable when the night started; its records were uploaded now")
-    else:
-        from mlflow.exceptions import MlflowException
-        try:   # before anything is uploaded under it
-            client.get_run(night)
-        except MlflowException as e:
-            if e.error_code not in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):   # the server failed
-                print(f"harness-nightly: {uri} did not answer for the night's run ({e.error_code}: "
-                      f"{str(e)[:200]}); the records wait in {out}: run finish again later", file=sys.stderr)
-                return 3
-            print(f"harness-nightly: --night {night}: no such run on {uri}; give the id that start printed "
-                  "(or leave --night out: finish then makes the night's run)", file=sys.stderr)
-            return 2
+    from mlflow.exceptions import MlflowException
+    try:   # before anything is uploaded under it
+        night_run = client.get_run(night)
+    except MlflowException as e:
+        if e.error_code not in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):   # the server failed
+            print(f"harness-nightly: {uri} did not answer for the night's run ({e.error_code}: "
+                  f"{str(e)[:200]}); the records wait in {out}: run finish again later", file=sys.stderr)
+            return 3
+        print(f"harness-nightly: --night {night}: no such run on {uri}; give the id that start printed "
+              "(or leave --night out: finish then makes the night's run)", file=sys.stderr)
+        return 2
     new, old = upload(records, uri, experiment, parent_run_id=night, group=GROUP)
     notes.append(f"uploaded {new} records that had not reached the server; {old} were there already")
-    night_run = client.get_run(night)
     history = load_history(client, logger.experiment_id, group=GROUP, before_ms=night_run.info.start_time,
                            baseline=baseline, exclude_parent=night)
     notes.append(f"history: {'pinned baseline night ' + baseline if baseline else f'the last {th.history} nights'}"
