@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import shutil
 import sys
 import uuid
 from collections import Counter
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from harness import device as devices
@@ -22,6 +24,7 @@ from harness import plan as planning
 from harness import provenance
 from harness import multirun  # noqa: F401 - the job folder resolver, the multirun summary
 from harness import keys, registry, report, roofline
+from harness.entry import INTERRUPTED_EXIT   # an interrupted run exits with it after its table
 from harness.errors import ConfigError
 from harness.interrupts import SigintHold, sigint_once
 from harness.processes import InterruptedProcesses, run_cell
@@ -70,11 +73,6 @@ def _tracker(cfg: DictConfig):
         return None, str(e)
     except Exception as e:  # noqa: BLE001 - a broken store must not cost the run
         return None, f"MLflow could not be used: {explain_tracking(e)}"
-
-
-# The shell's code for a process ended by SIGINT (128 + 2): an interrupted run exits with it
-# after writing its table, so a script or the nightly job does not take it for a whole run.
-INTERRUPTED_EXIT = 130
 
 
 def processes_of(cfg: DictConfig) -> int:
@@ -393,10 +391,31 @@ def run_guarded(cfg: DictConfig) -> int:
             return run(cfg)
     except ConfigError as e:
         print(f"harness: error: {e}", file=sys.stderr)
+        _drop_empty_run_folder()
         return 2
     except KeyboardInterrupt:
         print("harness: interrupted (SIGINT) before the first case: nothing was recorded", file=sys.stderr)
+        _drop_empty_run_folder()
         return INTERRUPTED_EXIT
+
+
+def _drop_empty_run_folder() -> None:
+    """Remove the run folder Hydra made for a run that recorded nothing (it holds only Hydra's
+    own ``.hydra``), so that ``outputs/`` lists runs, not refused command lines. A multirun's
+    job folders are left to its summary; a folder holding anything else is left alone."""
+    try:
+        hydra_cfg = HydraConfig.get()
+        if hydra_cfg.mode == RunMode.MULTIRUN:
+            return
+        folder = Path(hydra_cfg.runtime.output_dir)
+        if [p.name for p in folder.iterdir()] != [".hydra"]:
+            return
+        shutil.rmtree(folder / ".hydra")
+        folder.rmdir()
+        if folder.parent.parent.name == "outputs":   # Hydra's outputs/<date>/<time>: the date's folder too
+            folder.parent.rmdir()
+    except (OSError, ValueError):   # not empty after all, or not under Hydra: nothing to drop
+        pass
 
 
 def _command(script: str, module: str) -> str:

@@ -181,6 +181,39 @@ def test_bad_input_gets_a_clear_error(tmp_path, args, code, message):
     assert proc.returncode == code, (proc.stdout, proc.stderr)
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "run").exists()   # a refused command line leaves no run folder
+
+
+def test_a_sigint_while_a_command_imports_is_a_line_and_exit_130(tmp_path):
+    """Importing torch and Hydra takes a command's first seconds; a Ctrl-C there is no traceback."""
+    import signal
+    import time
+    (tmp_path / "slow_to_import.py").write_text("import sys, time\nprint('importing', flush=True)\ntime.sleep(30)\n"
+                                                "def main(): sys.exit(0)\n")
+    proc = subprocess.Popen([sys.executable, "-c", "from harness import entry; entry.start('harness', 'slow_to_import')"],
+                            cwd=ROOT, env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "importing\n"
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, err
+    assert err == "harness: interrupted (SIGINT) while starting: nothing was run\n"
+
+
+def test_every_command_starts_through_the_guarded_entry(monkeypatch):
+    import importlib
+    import tomllib
+    from harness import entry
+    started = []
+    monkeypatch.setattr(entry, "start", lambda command, module: started.append((command, module)))
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    for command, target in scripts.items():
+        module, _, name = target.partition(":")
+        assert module == "harness.entry", command
+        getattr(entry, name)()
+        assert started[-1][0] == command
+        assert callable(importlib.import_module(started[-1][1]).main), command
 
 
 @pytest.mark.parametrize("key,value,message", [
