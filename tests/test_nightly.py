@@ -145,3 +145,13 @@ def test_a_server_stopped_mid_night_loses_nothing_and_uploads_nothing_twice(tmp_
         assert sorted(c.data.tags["harness.record_id"] for c in cases) == sorted(r["record_id"] for r in records)
     finally:
         srv.stop()
+
+
+def test_a_request_slurm_refuses_is_one_line_naming_what_to_change(tmp_path):
+    """The default asks a GPU a job; this cluster has none, so sbatch refuses the array."""
+    proc = nightly("jobs", "unused", "unused", "--out", str(tmp_path), "op=copy", "impl=eager", "sweep=smoke",
+                   "dtype=fp32", "hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=2", timeout=120)
+    assert proc.returncode == 4, proc.stderr
+    assert "harness: Slurm refused the jobs: sbatch: error:" in proc.stderr
+    assert "hydra.launcher.gpus_per_node=null" in proc.stderr
+    assert "Traceback" not in proc.stderr
