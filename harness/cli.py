@@ -162,6 +162,7 @@ def run(cfg: DictConfig) -> int:
     print(f"harness: {n} cases ({len(the_plan.runnable)} to run) on {device}, sweep={the_plan.sweep}, "
           f"seed={seed}, results -> {jsonl.path}", flush=True)
     runner = None
+    cut_tracker = None   # the MLflow logger a second SIGINT stopped: it still ends the runs it began
     records: list[Record] = []
     interrupted = False
     # SIGINT is held through the loop and released only while a case runs or MLflow logs a
@@ -202,13 +203,14 @@ def run(cfg: DictConfig) -> int:
                     if tracker is not None:
                         interrupted, failed = _log(tracker, rec, hold, interrupted)
                         if failed:
+                            cut_tracker = tracker if failed == LOGGING_CUT else None
                             tracker, tracker_note = None, failed
                             print(f"harness: {failed}; the rest stays in {jsonl.path}", file=sys.stderr)
     except KeyboardInterrupt:   # one that waited for the loop's end: every record is kept
         interrupted = True
     try:
         interrupted = _stop(runner, interrupted)
-        return _conclude(cfg, records, interrupted, jsonl, tracker, tracker_note, invocation_id, out_dir)
+        return _conclude(cfg, records, interrupted, jsonl, tracker, tracker_note, invocation_id, out_dir, cut_tracker)
     except KeyboardInterrupt:
         print(f"harness: interrupted (SIGINT) after the cases, as the table, report or MLflow run were written: "
               f"every record is in {jsonl.path}", file=sys.stderr)
@@ -218,6 +220,7 @@ def run(cfg: DictConfig) -> int:
 
 
 CUT = "interrupted: the remaining cases are recorded as skipped"
+LOGGING_CUT = "MLflow logging interrupted (SIGINT after the run was cut)"
 
 
 def _log(tracker, rec: Record, hold: SigintHold, interrupted: bool) -> tuple[bool, str]:
@@ -232,7 +235,7 @@ def _log(tracker, rec: Record, hold: SigintHold, interrupted: bool) -> tuple[boo
             return interrupted, ""
         except KeyboardInterrupt:
             if interrupted:
-                return True, "MLflow logging interrupted (SIGINT after the run was cut)"
+                return True, LOGGING_CUT
             interrupted = True
             print(f"harness: {CUT}", file=sys.stderr)
         except Exception as e:  # noqa: BLE001 - logging must never cost a result
@@ -240,8 +243,9 @@ def _log(tracker, rec: Record, hold: SigintHold, interrupted: bool) -> tuple[boo
 
 
 def _conclude(cfg: DictConfig, records: list[Record], interrupted: bool, jsonl: JsonlSink, tracker,
-              tracker_note: str, invocation_id: str, out_dir: Path) -> int:
-    """The table, the report, the MLflow run closed; the exit code."""
+              tracker_note: str, invocation_id: str, out_dir: Path, cut_tracker=None) -> int:
+    """The table, the report, the MLflow run closed (``cut_tracker``: a logger a SIGINT stopped,
+    which only ends its runs as KILLED); the exit code."""
     table = console.render(records)
     print(table)
     (out_dir / "table.txt").write_text(table + "\n")
@@ -268,6 +272,11 @@ def _conclude(cfg: DictConfig, records: list[Record], interrupted: bool, jsonl: 
         except Exception as e:  # noqa: BLE001
             tracker_note = f"MLflow finish failed: {explain_tracking(e)}"
             tracker = None
+    if cut_tracker is not None:
+        try:
+            cut_tracker.end(invocation_id, "KILLED")
+        except Exception as e:  # noqa: BLE001 - the records are in the JSONL; upload ends the run
+            print(f"harness: the MLflow run could not be ended: {explain_tracking(e)}", file=sys.stderr)
     if tracker is None and cfg.tracking.enabled and cfg.tracking.uri:
         when = "When the store can be opened" if cfg.tracking.uri.startswith("sqlite:") else "When the server is back"
         print(f"MLflow: not uploaded ({tracker_note}). {when}:\n  {_upload_command(jsonl.path, cfg.tracking.uri)}")

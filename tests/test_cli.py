@@ -550,6 +550,46 @@ def test_a_sigint_between_cases_is_handled_as_one_in_a_case(tmp_path, monkeypatc
         assert len(steps) == len(set(steps)) == (series.data.tags["dtype"] != "float16")
 
 
+def test_a_second_sigint_while_mlflow_logs_still_ends_the_runs_as_killed(tmp_path, monkeypatch, capsys):
+    """The first SIGINT as the second record is logged cuts the run; the second, as it is
+    logged again, stops MLflow: the records stay in the JSONL for harness-upload, and the
+    invocation and series runs are ended KILLED, not left RUNNING."""
+    import json
+    import os
+    import signal
+
+    from mlflow.tracking import MlflowClient
+
+    from harness import cli
+    from harness.sinks.mlflow import MlflowLogger
+
+    original, calls = MlflowLogger._series_point, []
+
+    def interrupted(self, *args):
+        calls.append(1)
+        if len(calls) in (2, 3):
+            os.kill(os.getpid(), signal.SIGINT)
+        return original(self, *args)
+    monkeypatch.setattr(MlflowLogger, "_series_point", interrupted)
+    from harness import interrupts
+    monkeypatch.setattr(cli, "sigint_once", lambda: interrupts.sigint_once(0.0))   # a person's second Ctrl-C
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    cfg, code = _run_with(tmp_path, monkeypatch, None,
+                          ["op=copy", "impl=eager", "dtype=[fp32,bf16,fp16]", "shapes=[[7]]", "isolate=false",
+                           "sweep=smoke", "device=cpu", "roof.bytes=4194304", f"tracking.uri={uri}"])
+    assert code == cli.INTERRUPTED_EXIT
+    recs = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in recs] == ["ok", "ok", "skipped"]
+    err = capsys.readouterr().err
+    assert cli.LOGGING_CUT in err and "could not be ended" not in err
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(str(cfg.tracking.experiment))
+    (inv,) = client.search_runs([exp.experiment_id], "tags.`harness.kind` = 'invocation'")
+    assert inv.info.status == "KILLED"
+    series = client.search_runs([exp.experiment_id], "tags.`harness.kind` = 'series'")
+    assert series and {s.info.status for s in series} == {"KILLED"}
+
+
 def test_a_sigint_mid_cell_keeps_each_impls_finished_processes(tmp_path, monkeypatch, capsys):
     """processes=3, two impls of a shape (one cell) and a second shape: the SIGINT lands in
     round 2 (its order: triton, then eager) at eager. eager keeps round 1, triton rounds 1

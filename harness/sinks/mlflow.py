@@ -346,6 +346,14 @@ class MlflowLogger:
                 self.client.log_artifacts(run_id, str(path), artifact_path=path.name)
             elif path.exists():
                 self.client.log_artifact(run_id, str(path))
+        self.end(invocation_id, status)
+
+    def end(self, invocation_id: str, status: str) -> None:
+        """End the invocation run and its series runs with ``status``, nothing else logged (what
+        a run whose logging a second SIGINT stopped still does: else the UI shows it RUNNING)."""
+        run_id = self._invocations.get(invocation_id)
+        if run_id is None:
+            return
         self.close_series(invocation_id, status)
         self.client.set_terminated(run_id, status)
 
