@@ -499,6 +499,20 @@ def test_an_interrupted_run_keeps_every_record_and_says_so_in_its_exit_code(tmp_
     assert inv.info.status == "KILLED" and inv.data.metrics["interrupted"] == 1.0
 
 
+def _three_cases_to_mlflow(tmp_path, monkeypatch):
+    """copy in three dtypes, logged to an sqlite MLflow store, the run cut by a SIGINT (exit 130):
+    (the store's uri, the config, the JSONL's records)."""
+    import json
+
+    from harness import cli
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    cfg, code = _run_with(tmp_path, monkeypatch, None,
+                          ["op=copy", "impl=eager", "dtype=[fp32,bf16,fp16]", "shapes=[[7]]", "isolate=false",
+                           "sweep=smoke", "device=cpu", "roof.bytes=4194304", f"tracking.uri={uri}"])
+    assert code == cli.INTERRUPTED_EXIT
+    return uri, cfg, [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+
+
 @pytest.mark.parametrize("where", ["jsonl", "mlflow"])
 def test_a_sigint_between_cases_is_handled_as_one_in_a_case(tmp_path, monkeypatch, capsys, where):
     """A real SIGINT while the second record is written to the JSONL (it waits for the
@@ -524,12 +538,7 @@ def test_a_sigint_between_cases_is_handled_as_one_in_a_case(tmp_path, monkeypatc
             os.kill(os.getpid(), signal.SIGINT)
         return original(self, *args)
     monkeypatch.setattr(cls, name, interrupted_second)
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
-    cfg, code = _run_with(tmp_path, monkeypatch, None,
-                          ["op=copy", "impl=eager", "dtype=[fp32,bf16,fp16]", "shapes=[[7]]", "isolate=false",
-                           "sweep=smoke", "device=cpu", "roof.bytes=4194304", f"tracking.uri={uri}"])
-    assert code == cli.INTERRUPTED_EXIT
-    recs = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    uri, cfg, recs = _three_cases_to_mlflow(tmp_path, monkeypatch)
     assert [(r["dtype"], r["status"]) for r in recs] == [("float32", "ok"), ("bfloat16", "ok"),
                                                          ("float16", "skipped")]
     assert recs[2]["reason"] == cli.NOT_RUN
@@ -573,12 +582,7 @@ def test_a_second_sigint_while_mlflow_logs_still_ends_the_runs_as_killed(tmp_pat
     monkeypatch.setattr(MlflowLogger, "_series_point", interrupted)
     from harness import interrupts
     monkeypatch.setattr(cli, "sigint_once", lambda: interrupts.sigint_once(0.0))   # a person's second Ctrl-C
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
-    cfg, code = _run_with(tmp_path, monkeypatch, None,
-                          ["op=copy", "impl=eager", "dtype=[fp32,bf16,fp16]", "shapes=[[7]]", "isolate=false",
-                           "sweep=smoke", "device=cpu", "roof.bytes=4194304", f"tracking.uri={uri}"])
-    assert code == cli.INTERRUPTED_EXIT
-    recs = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    uri, cfg, recs = _three_cases_to_mlflow(tmp_path, monkeypatch)
     assert [r["status"] for r in recs] == ["ok", "ok", "skipped"]
     err = capsys.readouterr().err
     assert cli.LOGGING_CUT in err and "could not be ended" not in err
