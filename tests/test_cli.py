@@ -519,7 +519,6 @@ def test_a_sigint_between_cases_is_handled_as_one_in_a_case(tmp_path, monkeypatc
     write: the record is kept once, whole), or while MLflow logs it (the half-made case run
     is replaced): the table, every case a record once, the one not run skipped, exit 130,
     and in MLflow one finished case run per record, one point per series, nothing RUNNING."""
-    import json
     import os
     import signal
 
@@ -563,7 +562,6 @@ def test_a_second_sigint_while_mlflow_logs_still_ends_the_runs_as_killed(tmp_pat
     """The first SIGINT as the second record is logged cuts the run; the second, as it is
     logged again, stops MLflow: the records stay in the JSONL for harness-upload, and the
     invocation and series runs are ended KILLED, not left RUNNING."""
-    import json
     import os
     import signal
 
