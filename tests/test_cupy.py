@@ -313,9 +313,9 @@ def test_the_fp32_softmax_keeps_subnormal_results_in_cupy_s_flushing_build():
     from tests import nvrtc
     include = _toolkit_include(_nvcc_or_skip())
     options = [*kernels.OPTIONS, *NVRTC_OPTIONS, f"-I{include / 'cccl'}", f"-I{include}"]
-    expressions = {variant: f"hk::softmax_rows<float, {p}, {v}, {w}>"
-                   for variant, p, v, w in (("three_pass", 0, 0, "false"), ("online", 0, 1, "false"),
-                                            ("on_chip", 8, 2, "true"))}
+    expressions = {variant: f"hk::softmax_rows<float, {p}, {trip}, {v}, {w}>"
+                   for variant, p, trip, v, w in (("three_pass", 0, 1, 0, "false"), ("online", 0, 2, 1, "false"),
+                                                  ("on_chip", 8, 0, 2, "true"))}
     result = nvrtc.compile(kernels.source("softmax"), options, sorted(expressions.values()), name="softmax.cu")
     assert result.ok, result.log[-4000:]
     bodies = dict(re.findall(r"\.entry\s+(\S+)\((.*?)(?=\.entry|\Z)", result.ptx, re.S))
