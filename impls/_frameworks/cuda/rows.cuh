@@ -139,11 +139,12 @@ __device__ __forceinline__ V group_reduce(V v, int G, Op op, V* slots) {
 }
 
 // The packs a looped row (P = 0) reads a trip: TRIP loads in flight per thread, then their
-// use. Fewer a trip hold fewer registers (on sm_90, trips of 4, 2, 1: rmsnorm fp32 44, 32, 27;
-// layernorm bf16 two_pass 57, 39, 31), so more rows are in flight on an SM; more a trip keep
-// more bytes in flight per thread. The packs are visited in the same order whatever the trip
-// (j = lane, lane + G, ...), so a row's bits do not depend on it. A kept row (P > 0) has no
-// trip (TRIP = 0). host.cuh and rows.py's TRIPS list the trips built.
+// use. Fewer a trip hold fewer registers (ptxas, sm_90, whole rows, trips of 4, 2, 1: rmsnorm
+// fp32 44, 32, 27; layernorm bf16 two_pass 57, 39, 31; the chain bf16 53, 40, 32), so more rows
+// are in flight on an SM; more a trip keep more bytes in flight per thread. The packs are
+// visited in the same order whatever the trip (j = lane, lane + G, ...), so a row's bits do not
+// depend on it. A kept row (P > 0) has no trip (TRIP = 0). host.cuh builds the trips here, and
+// rows.py's TRIPS offers them.
 __host__ __device__ constexpr bool valid_trip(int P, int TRIP) {
     return P > 0 ? TRIP == 0 : TRIP == 1 || TRIP == 2 || TRIP == 4;
 }
