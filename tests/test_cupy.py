@@ -274,11 +274,13 @@ def test_every_raw_kernel_compiles_through_nvrtc_and_is_launched_with_the_argume
         launches += more_launches
         monkeypatch.undo()
     assert set(asked) == set(kernels.ops()), set(kernels.ops()) - set(asked)
-    for template in ("rmsnorm_rows", "layernorm_rows", "chain_rows", "softmax_rows"):   # every P and W a space has
-        seen = {tuple(re.search(r"<\w+, (\d), .*(true|false)>", e).groups())
+    for template in ("rmsnorm_rows", "layernorm_rows", "chain_rows", "softmax_rows"):   # every P, trip and W a space has
+        seen = {tuple(re.search(r"<\w+, (\d), (\d), .*(true|false)>", e).groups())
                 for es in asked.values() for e in es if template in e}
-        assert {w for _, w in seen} == {"true", "false"}, (template, seen)
-        assert {p for p, _ in seen} == {"0", "1", "2", "4", "8"}, (template, seen)
+        assert {w for _, _, w in seen} == {"true", "false"}, (template, seen)
+        assert {p for p, _, _ in seen} == {"0", "1", "2", "4", "8"}, (template, seen)
+        assert {(p == "0", trip) for p, trip, _ in seen} == {(True, "1"), (True, "2"), (True, "4"), (False, "0")}, \
+            (template, seen)
     lowered, problems = {}, []
     for op, expressions in sorted(asked.items()):
         full = op in ("copy", "scale", "sum", "max")
