@@ -274,7 +274,7 @@ def test_every_raw_kernel_compiles_through_nvrtc_and_is_launched_with_the_argume
         launches += more_launches
         monkeypatch.undo()
     assert set(asked) == set(kernels.ops()), set(kernels.ops()) - set(asked)
-    for template in ("rmsnorm_rows", "layernorm_rows", "chain_rows", "softmax_rows"):   # every P, trip and W a space has
+    for template in ("rmsnorm_rows", "layernorm_rows", "chain_rows", "softmax_rows"):   # every P, trip, W of a space
         seen = {tuple(re.search(r"<\w+, (\d), (\d), .*(true|false)>", e).groups())
                 for es in asked.values() for e in es if template in e}
         assert {w for _, _, w in seen} == {"true", "false"}, (template, seen)
