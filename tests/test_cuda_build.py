@@ -138,14 +138,59 @@ def test_a_row_kernel_has_configs_for_every_row_length_and_holds_the_row_where_a
             packs = -(-cols // n)
             kept, looped = configs(cols, itemsize, looped=False), configs(cols, itemsize, kept=False)
             assert looped, (cols, itemsize)
-            assert all(c["packs"] == 0 for c in looped)
+            assert all(c["packs"] == 0 and c["trip"] in (1, 2, 4) for c in looped)
             for c in kept:   # the registers hold the whole row, and no more than twice it
-                assert c["packs"] * c["group"] >= packs and c["packs"] in (1, 2, 4, 8)
+                assert c["packs"] * c["group"] >= packs and c["packs"] in (1, 2, 4, 8) and "trip" not in c
             for c in kept + looped:   # a block the kernel was compiled for (rows.cuh max_threads)
                 assert c["threads"] % c["group"] == 0 and c["threads"] % 32 == 0
                 assert c["threads"] <= MAX_THREADS[c["packs"]], c
             if cols <= 16384:
                 assert kept, (cols, itemsize)
+
+
+def test_a_looped_row_offers_every_trip_its_threads_can_fill_and_the_kernels_build_those():
+    """Each looped (group, block) comes with trips 1, 2 and 4 up to the first that takes a
+    thread's whole row in one trip (a larger one makes the same loads holding more registers);
+    at the large rows of issue #34 every looped group below 512 threads a row offers all three.
+    The trips offered are the ones host.cuh dispatches and rows.cuh accepts."""
+    from impls._frameworks.cuda.rows import TRIPS, configs
+    assert TRIPS == (1, 2, 4)
+    host, device = (build.HERE / "host.cuh").read_text(), (build.HERE / "rows.cuh").read_text()
+    for trip in TRIPS:
+        assert f"case {trip}: {{ constexpr int P = 0, TRIP = {trip};" in host
+    assert "TRIP == 1 || TRIP == 2 || TRIP == 4" in device
+    for cols in (7, 781, 4096, 8192, 16384, 65536):
+        for itemsize in (2, 4):
+            per_thread = {}
+            for c in configs(cols, itemsize, kept=False):
+                per_thread.setdefault((c["group"], c["threads"]), []).append(c["trip"])
+            assert per_thread, (cols, itemsize)
+            packs = -(-cols // (16 // itemsize))
+            for (group, _), trips in per_thread.items():
+                reads = -(-packs // group)
+                assert trips == [t for t in TRIPS if t == 1 or t // 2 < reads], (cols, itemsize, group, trips)
+    for cols, itemsize in ((4096, 2), (4096, 4), (8192, 2), (8192, 4), (16384, 2), (16384, 4)):
+        offered: dict[int, list] = {}
+        for c in configs(cols, itemsize):
+            if c["packs"] == 0:
+                offered.setdefault(c["group"], []).append(c["trip"])
+        below = [trips for group, trips in offered.items() if group <= 128]
+        assert len(below) >= 2 and all(trips == list(TRIPS) for trips in below), (cols, itemsize, offered)
+
+
+def test_a_row_config_with_a_bad_trip_is_refused_before_any_launch():
+    from impls._frameworks.cuda.rows import check, trip_of
+    good = dict(group=256, packs=0, threads=256, trip=2)
+    check(16, 8192, good, 2, "t")
+    check(16, 8192, dict(group=256, packs=4, threads=256), 2, "t")
+    assert trip_of(good) == 2 and trip_of(dict(group=256, packs=4, threads=256)) == 0
+    for trip in (None, 0, 3, 8):
+        bad = {**good, "trip": trip} if trip is not None else {k: v for k, v in good.items() if k != "trip"}
+        with pytest.raises(ValueError, match=rf"t: a looped row \(packs 0\) reads 1, 2 or 4 packs a thread a trip, "
+                                             rf"got trip {trip}"):
+            check(16, 8192, bad, 2, "t")
+    with pytest.raises(ValueError, match=r"t: a row kept in registers \(4 packs\) has no trip, got trip 4"):
+        check(16, 8192, dict(group=256, packs=4, threads=256, trip=4), 2, "t")
 
 
 def test_the_naive_sums_scratch_holds_every_pass_but_the_last():

@@ -274,11 +274,13 @@ def test_every_raw_kernel_compiles_through_nvrtc_and_is_launched_with_the_argume
         launches += more_launches
         monkeypatch.undo()
     assert set(asked) == set(kernels.ops()), set(kernels.ops()) - set(asked)
-    for template in ("rmsnorm_rows", "layernorm_rows", "chain_rows", "softmax_rows"):   # every P and W a space has
-        seen = {tuple(re.search(r"<\w+, (\d), .*(true|false)>", e).groups())
+    for template in ("rmsnorm_rows", "layernorm_rows", "chain_rows", "softmax_rows"):   # every P, trip, W of a space
+        seen = {tuple(re.search(r"<\w+, (\d), (\d), .*(true|false)>", e).groups())
                 for es in asked.values() for e in es if template in e}
-        assert {w for _, w in seen} == {"true", "false"}, (template, seen)
-        assert {p for p, _ in seen} == {"0", "1", "2", "4", "8"}, (template, seen)
+        assert {w for _, _, w in seen} == {"true", "false"}, (template, seen)
+        assert {p for p, _, _ in seen} == {"0", "1", "2", "4", "8"}, (template, seen)
+        assert {(p == "0", trip) for p, trip, _ in seen} == {(True, "1"), (True, "2"), (True, "4"), (False, "0")}, \
+            (template, seen)
     lowered, problems = {}, []
     for op, expressions in sorted(asked.items()):
         full = op in ("copy", "scale", "sum", "max")
@@ -313,9 +315,9 @@ def test_the_fp32_softmax_keeps_subnormal_results_in_cupy_s_flushing_build():
     from tests import nvrtc
     include = _toolkit_include(_nvcc_or_skip())
     options = [*kernels.OPTIONS, *NVRTC_OPTIONS, f"-I{include / 'cccl'}", f"-I{include}"]
-    expressions = {variant: f"hk::softmax_rows<float, {p}, {v}, {w}>"
-                   for variant, p, v, w in (("three_pass", 0, 0, "false"), ("online", 0, 1, "false"),
-                                            ("on_chip", 8, 2, "true"))}
+    expressions = {variant: f"hk::softmax_rows<float, {p}, {trip}, {v}, {w}>"
+                   for variant, p, trip, v, w in (("three_pass", 0, 1, 0, "false"), ("online", 0, 2, 1, "false"),
+                                                  ("on_chip", 8, 0, 2, "true"))}
     result = nvrtc.compile(kernels.source("softmax"), options, sorted(expressions.values()), name="softmax.cu")
     assert result.ok, result.log[-4000:]
     bodies = dict(re.findall(r"\.entry\s+(\S+)\((.*?)(?=\.entry|\Z)", result.ptx, re.S))

@@ -101,3 +101,36 @@ def test_numba_sass_shows_the_row_kernels_moving_16_bytes_a_load():
     assert "loop of" in proc.stdout, proc.stdout
     bad = subprocess.run([sys.executable, tool, "rmsnrom"], capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "unknown op rmsnrom" in bad.stderr, bad.stderr
+
+
+def test_cuda_looped_tables_give_the_ratio_the_choice_by_trip_and_bits_a_trip_changed(tmp_path):
+    """devtools/gpu/cuda-looped.py on records as the harness writes them: the CUDA/Triton ratio
+    is Triton's median over CUDA's fastest passing variant (a negative control never counts),
+    each trip's fastest looped candidate is named with its registers, and candidates of one
+    group that wrote different bits are called out (a trip that is not bit-neutral)."""
+    import json
+
+    def cand(group, packs, trip, us, bits):
+        return {"group": group, "packs": packs, "threads": 256, **({"trip": trip} if trip else {}), "us": us,
+                "mid_us": None, "small_us": None, "bits": bits}
+    case = {"op": "rmsnorm", "shape": [8192, 16384], "dtype": "float32", "status": "ok"}
+    candidates = [cand(128, 0, 1, 100.0, "aa"), cand(128, 0, 2, 104.0, "aa"), cand(128, 0, 4, 110.0, "bb"),
+                  cand(128, 8, None, 101.0, "aa")]
+    found = [{**case, "impl": "cuda", "variant": "tuned", "median_us": 100.0, "pct_roof": 97.0,
+              "impl_config": {"group": 128, "packs": 0, "threads": 256, "trip": 1},
+              "tuning": {"source": "measured", "candidates": candidates}},
+             {**case, "impl": "cuda", "variant": "block_per_row", "median_us": 50.0, "negative_control": True},
+             {**case, "impl": "triton", "variant": "-", "median_us": 97.0, "pct_roof": 100.0}]
+    results = tmp_path / "r.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in found))
+    regs = tmp_path / "res.txt"
+    regs.write_text(" Function void hk::rmsnorm_rows<float, 0, 1, true>(float const*, float const*, float*, long, "
+                    "int, float, int):\n  REG:27 STACK:0 SHARED:128\n")
+    proc = subprocess.run([sys.executable, str(ROOT / "devtools" / "gpu" / "cuda-looped.py"), str(results),
+                           "--regs", str(regs)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "| rmsnorm | 8192x16384 | float32 | tuned | group=128 packs=0 threads=256 trip=1 | 100.0 |" in proc.stdout
+    assert proc.stdout.splitlines()[2].endswith("| 0.970 |"), proc.stdout
+    assert "| 128 | 0 | 256 | 1 | 27 | 100.0 | - | - | aa | chosen |" in proc.stdout, proc.stdout
+    assert "trip 1: 100.0 us" in proc.stdout and "trip 4: 110.0 us" in proc.stdout
+    assert "bits per group: DIFFER: {128: ['aa', 'bb']}" in proc.stdout, proc.stdout

@@ -458,7 +458,7 @@ CUPY_FTZ_FAILS = {("softmax", "large_magnitude"), ("rmsnorm_silu_mul_add", "larg
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
 def test_cupy_raw_row_kernels_are_right_in_every_config_on_rows_at_odd_offsets(key, dtype, monkeypatch):
     """The CUDA extension's row kernels as CuPy compiles and launches them, in each config of
-    their space (the tuner not asked: every packs-kept and group the tuner may pick), on rows
+    their space (the tuner not asked: every group, packs kept and trip the tuner may pick), on rows
     that start on 16-byte boundaries (the whole-row kernels) and off them (x, the weights and
     the output at odd element offsets), at irregular lengths, on every input set."""
     pytest.importorskip("cupy")

@@ -39,10 +39,10 @@ first = {"copy": "hk::elementwise_vector<__nv_bfloat16, hk::ELEMENTWISE_UNROLL, 
          "scale": "hk::elementwise_scalar<float, hk::ELEMENTWISE_UNROLL, hk::Times>",
          "sum": "hk::reduce_atomic<__nv_bfloat16, hk::Add, hk::AtomicAdd>",
          "max": "hk::reduce_partials<float, hk::MaxNan>",
-         "rmsnorm": "hk::rmsnorm_rows<__nv_bfloat16, 4, true>",
-         "softmax": "hk::softmax_rows<float, 0, hk::ONLINE, false>",
-         "layernorm": "hk::layernorm_rows<__half, 8, hk::WELFORD, true>",
-         "rmsnorm_silu_mul_add": "hk::chain_rows<__nv_bfloat16, 2, false>"}
+         "rmsnorm": "hk::rmsnorm_rows<__nv_bfloat16, 4, 0, true>",
+         "softmax": "hk::softmax_rows<float, 0, 4, hk::ONLINE, false>",
+         "layernorm": "hk::layernorm_rows<__half, 8, 0, hk::WELFORD, true>",
+         "rmsnorm_silu_mul_add": "hk::chain_rows<__nv_bfloat16, 2, 0, false>"}
 print(kernels.settings())
 for op, name in first.items():
     started = time.perf_counter()

@@ -48,8 +48,8 @@ def _register(variant: str, code: str):
     @impl("layernorm", "cupy", variant=variant)
     def bind(x, weight, bias, eps, out):
         return rows.row_launcher("layernorm", ("layernorm", variant), f"layernorm {variant}",
-                                 f"hk::layernorm_rows<{{T}}, {{P}}, hk::{code}, {{W}}>", (x, weight, bias, out),
-                                 (np.float32(eps),), weights=2)
+                                 f"hk::layernorm_rows<{{T}}, {{P}}, {{TRIP}}, hk::{code}, {{W}}>",
+                                 (x, weight, bias, out), (np.float32(eps),), weights=2)
     return bind
 
 

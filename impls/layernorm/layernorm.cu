@@ -8,7 +8,7 @@
 namespace {
 
 void layernorm(const at::Tensor& x, const at::Tensor& g, const at::Tensor& b, double eps, const at::Tensor& out,
-               int64_t variant, int64_t group, int64_t threads, int64_t packs) {
+               int64_t variant, int64_t group, int64_t threads, int64_t packs, int64_t trip) {
     hk::check_cuda(x, "layernorm: x");
     hk::check_cuda(g, "layernorm: weight");
     hk::check_cuda(b, "layernorm: bias");
@@ -23,8 +23,8 @@ void layernorm(const at::Tensor& x, const at::Tensor& g, const at::Tensor& b, do
                 "2 (naive), got ", variant);
     const int64_t rows = x.size(0), cols = x.size(1);
     HK_DISPATCH(x.scalar_type(), "layernorm", [&] {
-        hk::check_rows(rows, cols, group, threads, packs, hk::Pack<scalar_t>::N, "layernorm");
-        HK_DISPATCH_PACKS(packs, "layernorm", [&] {
+        hk::check_rows(rows, cols, group, threads, packs, trip, hk::Pack<scalar_t>::N, "layernorm");
+        HK_DISPATCH_ROW(packs, trip, "layernorm", [&] {
             const auto blocks = hk::row_blocks(rows, group, threads);
             const auto* xp = static_cast<const scalar_t*>(x.data_ptr());
             const auto* gp = static_cast<const scalar_t*>(g.data_ptr());
@@ -36,9 +36,9 @@ void layernorm(const at::Tensor& x, const at::Tensor& g, const at::Tensor& b, do
                 kernel<<<blocks, threads, 0, hk::stream()>>>(xp, gp, bp, yp, rows, c, e, gr);
             };
             HK_DISPATCH_WHOLE(hk::whole_rows(cols, hk::Pack<scalar_t>::N, {xp, gp, bp, yp}), [&] {
-                if (variant == hk::WELFORD) run(hk::layernorm_rows<scalar_t, P, hk::WELFORD, W>);
-                else if (variant == hk::TWO_PASS) run(hk::layernorm_rows<scalar_t, P, hk::TWO_PASS, W>);
-                else run(hk::layernorm_rows<scalar_t, P, hk::NAIVE, W>);
+                if (variant == hk::WELFORD) run(hk::layernorm_rows<scalar_t, P, TRIP, hk::WELFORD, W>);
+                else if (variant == hk::TWO_PASS) run(hk::layernorm_rows<scalar_t, P, TRIP, hk::TWO_PASS, W>);
+                else run(hk::layernorm_rows<scalar_t, P, TRIP, hk::NAIVE, W>);
             });
             C10_CUDA_KERNEL_LAUNCH_CHECK();
         });
@@ -49,6 +49,6 @@ void layernorm(const at::Tensor& x, const at::Tensor& g, const at::Tensor& b, do
 
 TORCH_LIBRARY_FRAGMENT(harness_cuda, m) {
     m.def("layernorm(Tensor x, Tensor weight, Tensor bias, float eps, Tensor out, int variant, int group, int threads, "
-          "int packs) -> ()",
+          "int packs, int trip) -> ()",
           &layernorm);
 }

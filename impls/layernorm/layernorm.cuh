@@ -50,14 +50,14 @@ struct AddPair {
 
 enum LayernormVariant { WELFORD = 0, TWO_PASS = 1, NAIVE = 2 };
 
-template <typename T, int P, int V, bool W>
+template <typename T, int P, int TRIP, int V, bool W>
 __global__ void __launch_bounds__(max_threads(P)) layernorm_rows(const T* __restrict__ x, const T* __restrict__ g, const T* __restrict__ b,
                                T* __restrict__ y, int64_t rows, int cols, float eps, int group) {
     constexpr int N = Pack<T>::N;
     __shared__ float slots[32];
     __shared__ Stats stat_slots[32];
     __shared__ SumPair pair_slots[32];
-    const Row<T, P, W> row(x, y, rows, cols, group);
+    const Row<T, P, TRIP, W> row(x, y, rows, cols, group);
     const RowOperand<T, operand_packs(P, 2), W> weight(g, false, row), bias(b, false, row);
     float mean, var;
     if constexpr (V == WELFORD) {

@@ -24,5 +24,5 @@ def bind_idiomatic(x, weight, eps, out):
 
 @impl("rmsnorm", "cupy", variant="raw")
 def bind_raw(x, weight, eps, out):
-    return rows.row_launcher("rmsnorm", ("rmsnorm", "raw"), "rmsnorm", "hk::rmsnorm_rows<{T}, {P}, {W}>",
+    return rows.row_launcher("rmsnorm", ("rmsnorm", "raw"), "rmsnorm", "hk::rmsnorm_rows<{T}, {P}, {TRIP}, {W}>",
                              (x, weight, out), (np.float32(eps),), weights=1)

@@ -31,15 +31,15 @@ void rmsnorm_seed(const at::Tensor& x, const at::Tensor& g, double eps, const at
 }
 
 void rmsnorm(const at::Tensor& x, const at::Tensor& g, double eps, const at::Tensor& out, int64_t group,
-             int64_t threads, int64_t packs) {
+             int64_t threads, int64_t packs, int64_t trip) {
     check(x, g, out);
     const int64_t rows = x.size(0), cols = x.size(1);
     HK_DISPATCH(x.scalar_type(), "rmsnorm", [&] {
-        hk::check_rows(rows, cols, group, threads, packs, hk::Pack<scalar_t>::N, "rmsnorm");
+        hk::check_rows(rows, cols, group, threads, packs, trip, hk::Pack<scalar_t>::N, "rmsnorm");
         const bool whole = hk::whole_rows(cols, hk::Pack<scalar_t>::N, {x.data_ptr(), g.data_ptr(), out.data_ptr()});
-        HK_DISPATCH_PACKS(packs, "rmsnorm", [&] {
+        HK_DISPATCH_ROW(packs, trip, "rmsnorm", [&] {
             HK_DISPATCH_WHOLE(whole, [&] {
-                hk::rmsnorm_rows<scalar_t, P, W><<<hk::row_blocks(rows, group, threads), threads, 0, hk::stream()>>>(
+                hk::rmsnorm_rows<scalar_t, P, TRIP, W><<<hk::row_blocks(rows, group, threads), threads, 0, hk::stream()>>>(
                     static_cast<const scalar_t*>(x.data_ptr()), static_cast<const scalar_t*>(g.data_ptr()),
                     static_cast<scalar_t*>(out.data_ptr()), rows, static_cast<int>(cols), static_cast<float>(eps),
                     static_cast<int>(group));
@@ -53,5 +53,5 @@ void rmsnorm(const at::Tensor& x, const at::Tensor& g, double eps, const at::Ten
 
 TORCH_LIBRARY_FRAGMENT(harness_cuda, m) {
     m.def("rmsnorm_seed(Tensor x, Tensor weight, float eps, Tensor out) -> ()", &rmsnorm_seed);
-    m.def("rmsnorm(Tensor x, Tensor weight, float eps, Tensor out, int group, int threads, int packs) -> ()", &rmsnorm);
+    m.def("rmsnorm(Tensor x, Tensor weight, float eps, Tensor out, int group, int threads, int packs, int trip) -> ()", &rmsnorm);
 }

@@ -29,12 +29,12 @@ __global__ void rmsnorm_block_per_row(const T* __restrict__ x, const T* __restri
         yr[i] = from_f32<T>(to_f32(xr[i]) * inv * to_f32(g[i]));
 }
 
-template <typename T, int P, bool W>
+template <typename T, int P, int TRIP, bool W>
 __global__ void __launch_bounds__(max_threads(P)) rmsnorm_rows(const T* __restrict__ x, const T* __restrict__ g, T* __restrict__ y, int64_t rows,
                              int cols, float eps, int group) {
     constexpr int N = Pack<T>::N;
     __shared__ float slots[32];
-    const Row<T, P, W> row(x, y, rows, cols, group);
+    const Row<T, P, TRIP, W> row(x, y, rows, cols, group);
     const RowOperand<T, operand_packs(P, 1), W> weight(g, false, row);
     float squares = 0.0f;
     row.for_each_element([&](float v) { squares = fmaf(v, v, squares); });

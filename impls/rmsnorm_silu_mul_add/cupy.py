@@ -34,7 +34,8 @@ def bind_idiomatic(x, weight, u, r, eps, out):
 @impl("rmsnorm_silu_mul_add", "cupy", variant="fused")
 def bind_fused(x, weight, u, r, eps, out):
     return rows.row_launcher("rmsnorm_silu_mul_add", ("rmsnorm_silu_mul_add", "fused"), "rmsnorm_silu_mul_add fused",
-                             "hk::chain_rows<{T}, {P}, {W}>", (x, weight, u, r, out), (np.float32(eps),), weights=1)
+                             "hk::chain_rows<{T}, {P}, {TRIP}, {W}>", (x, weight, u, r, out), (np.float32(eps),),
+                             weights=1)
 
 
 def _step(code: str, a: torch.Tensor, b: torch.Tensor, y: torch.Tensor):

@@ -19,16 +19,16 @@ void check(const at::Tensor& x, const at::Tensor& g, const at::Tensor& u, const 
 }
 
 void chain_fused(const at::Tensor& x, const at::Tensor& g, const at::Tensor& u, const at::Tensor& r, double eps,
-                 const at::Tensor& out, int64_t group, int64_t threads, int64_t packs) {
+                 const at::Tensor& out, int64_t group, int64_t threads, int64_t packs, int64_t trip) {
     check(x, g, u, r, out);
     const int64_t rows = x.size(0), cols = x.size(1);
     HK_DISPATCH(x.scalar_type(), "rmsnorm_silu_mul_add", [&] {
-        hk::check_rows(rows, cols, group, threads, packs, hk::Pack<scalar_t>::N, "rmsnorm_silu_mul_add");
+        hk::check_rows(rows, cols, group, threads, packs, trip, hk::Pack<scalar_t>::N, "rmsnorm_silu_mul_add");
         const bool whole = hk::whole_rows(cols, hk::Pack<scalar_t>::N,
                                           {x.data_ptr(), g.data_ptr(), u.data_ptr(), r.data_ptr(), out.data_ptr()});
-        HK_DISPATCH_PACKS(packs, "rmsnorm_silu_mul_add", [&] {
+        HK_DISPATCH_ROW(packs, trip, "rmsnorm_silu_mul_add", [&] {
             HK_DISPATCH_WHOLE(whole, [&] {
-                hk::chain_rows<scalar_t, P, W><<<hk::row_blocks(rows, group, threads), threads, 0, hk::stream()>>>(
+                hk::chain_rows<scalar_t, P, TRIP, W><<<hk::row_blocks(rows, group, threads), threads, 0, hk::stream()>>>(
                     static_cast<const scalar_t*>(x.data_ptr()), static_cast<const scalar_t*>(g.data_ptr()),
                     static_cast<const scalar_t*>(u.data_ptr()), static_cast<const scalar_t*>(r.data_ptr()),
                     static_cast<scalar_t*>(out.data_ptr()), rows, static_cast<int>(cols), static_cast<float>(eps),
@@ -65,7 +65,7 @@ void chain_pointwise(const at::Tensor& a, const at::Tensor& b, const at::Tensor&
 
 TORCH_LIBRARY_FRAGMENT(harness_cuda, m) {
     m.def("rmsnorm_silu_mul_add(Tensor x, Tensor weight, Tensor u, Tensor r, float eps, Tensor out, int group, "
-          "int threads, int packs) -> ()",
+          "int threads, int packs, int trip) -> ()",
           &chain_fused);
     m.def("rmsnorm_silu_mul_add_step(Tensor a, Tensor b, Tensor out, int step, int threads, int blocks) -> ()",
           &chain_pointwise);

@@ -42,13 +42,13 @@ template <typename T> __device__ __forceinline__ float silu_of(float n) {
     else return silu_16(n);
 }
 
-template <typename T, int P, bool W>
+template <typename T, int P, int TRIP, bool W>
 __global__ void __launch_bounds__(max_threads(P)) chain_rows(const T* __restrict__ x, const T* __restrict__ g, const T* __restrict__ u,
                            const T* __restrict__ r, T* __restrict__ y, int64_t rows, int cols, float eps, int group) {
     constexpr int N = Pack<T>::N;
     __shared__ float slots[32];
     constexpr int K = operand_packs(P, 3);
-    const Row<T, P, W> row(x, y, rows, cols, group);
+    const Row<T, P, TRIP, W> row(x, y, rows, cols, group);
     const RowOperand<T, K, W> weight(g, false, row), up(u, true, row), residual(r, true, row);
     float squares = 0.0f;
     row.for_each_element([&](float v) { squares = fmaf(v, v, squares); });

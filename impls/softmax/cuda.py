@@ -8,7 +8,7 @@ The group (and so the bits) is tuned per row length and dtype, packs and block p
 from harness.registry import impl
 from impls._frameworks.cuda import build
 from impls._frameworks._launch import scratch
-from impls._frameworks.cuda.rows import row_launcher
+from impls._frameworks.cuda.rows import row_launcher, trip_of
 
 VARIANTS = {"three_pass": 0, "online": 1, "on_chip": 2}
 
@@ -20,7 +20,8 @@ def _register(variant: str, code: int):
 
         def launcher(config, args, rows):
             xs, y = args
-            return lambda: ops.softmax(xs, y, code, config["group"], config["threads"], config["packs"])
+            return lambda: ops.softmax(xs, y, code, config["group"], config["threads"], config["packs"],
+                                       trip_of(config))
         on_chip = variant == "on_chip"
         return row_launcher(("softmax", variant), f"softmax {variant}", (x, out),
                             scratch(x.shape[1], x.dtype, x.device, 1, 0), launcher, kept=on_chip, looped=not on_chip)

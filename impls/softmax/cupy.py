@@ -33,8 +33,8 @@ def _register(variant: str, code: str):
     def bind(x, out):
         on_chip = variant == "on_chip"
         return rows.row_launcher("softmax", ("softmax", variant), f"softmax {variant}",
-                                 f"hk::softmax_rows<{{T}}, {{P}}, hk::{code}, {{W}}>", (x, out), (), weights=0,
-                                 kept=on_chip, looped=not on_chip)
+                                 f"hk::softmax_rows<{{T}}, {{P}}, {{TRIP}}, hk::{code}, {{W}}>", (x, out), (),
+                                 weights=0, kept=on_chip, looped=not on_chip)
     return bind
 
 

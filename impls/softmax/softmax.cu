@@ -8,7 +8,7 @@
 namespace {
 
 void softmax(const at::Tensor& x, const at::Tensor& out, int64_t variant, int64_t group, int64_t threads,
-             int64_t packs) {
+             int64_t packs, int64_t trip) {
     hk::check_cuda(x, "softmax: x");
     hk::check_cuda(out, "softmax: out");
     hk::check_same(x, out, "softmax: x and out");
@@ -20,7 +20,7 @@ void softmax(const at::Tensor& x, const at::Tensor& out, int64_t variant, int64_
                 "three_pass and online read it again (packs = 0)");
     const int64_t rows = x.size(0), cols = x.size(1);
     HK_DISPATCH(x.scalar_type(), "softmax", [&] {
-        hk::check_rows(rows, cols, group, threads, packs, hk::Pack<scalar_t>::N, "softmax");
+        hk::check_rows(rows, cols, group, threads, packs, trip, hk::Pack<scalar_t>::N, "softmax");
         const auto* xp = static_cast<const scalar_t*>(x.data_ptr());
         auto* yp = static_cast<scalar_t*>(out.data_ptr());
         const unsigned blocks = hk::row_blocks(rows, group, threads);
@@ -28,12 +28,16 @@ void softmax(const at::Tensor& x, const at::Tensor& out, int64_t variant, int64_
         const auto s = hk::stream();
         HK_DISPATCH_WHOLE(hk::whole_rows(cols, hk::Pack<scalar_t>::N, {xp, yp}), [&] {
             if (variant == hk::THREE_PASS) {
-                hk::softmax_rows<scalar_t, 0, hk::THREE_PASS, W><<<blocks, threads, 0, s>>>(xp, yp, rows, c, g);
+                HK_DISPATCH_TRIP(trip, "softmax", [&] {
+                    hk::softmax_rows<scalar_t, P, TRIP, hk::THREE_PASS, W><<<blocks, threads, 0, s>>>(xp, yp, rows, c, g);
+                });
             } else if (variant == hk::ONLINE) {
-                hk::softmax_rows<scalar_t, 0, hk::ONLINE, W><<<blocks, threads, 0, s>>>(xp, yp, rows, c, g);
+                HK_DISPATCH_TRIP(trip, "softmax", [&] {
+                    hk::softmax_rows<scalar_t, P, TRIP, hk::ONLINE, W><<<blocks, threads, 0, s>>>(xp, yp, rows, c, g);
+                });
             } else {
-                HK_DISPATCH_PACKS(packs, "softmax", [&] {
-                    hk::softmax_rows<scalar_t, P, hk::ON_CHIP, W><<<blocks, threads, 0, s>>>(xp, yp, rows, c, g);
+                HK_DISPATCH_KEPT(packs, "softmax", [&] {
+                    hk::softmax_rows<scalar_t, P, TRIP, hk::ON_CHIP, W><<<blocks, threads, 0, s>>>(xp, yp, rows, c, g);
                 });
             }
         });
@@ -44,5 +48,5 @@ void softmax(const at::Tensor& x, const at::Tensor& out, int64_t variant, int64_
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(harness_cuda, m) {
-    m.def("softmax(Tensor x, Tensor out, int variant, int group, int threads, int packs) -> ()", &softmax);
+    m.def("softmax(Tensor x, Tensor out, int variant, int group, int threads, int packs, int trip) -> ()", &softmax);
 }

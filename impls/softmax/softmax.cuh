@@ -99,13 +99,13 @@ enum SoftmaxVariant { THREE_PASS = 0, ONLINE = 1, ON_CHIP = 2 };
 
 constexpr float NEG_INF = -INF;
 
-template <typename T, int P, int V, bool W>
+template <typename T, int P, int TRIP, int V, bool W>
 __global__ void __launch_bounds__(max_threads(P)) softmax_rows(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int cols, int group) {
     constexpr int N = Pack<T>::N;
     const ElementExp<T> exp_e;
     __shared__ float slots[32];
     __shared__ MaxSum pair_slots[32];
-    const Row<T, P, W> row(x, y, rows, cols, group);
+    const Row<T, P, TRIP, W> row(x, y, rows, cols, group);
     float m, s;
     if constexpr (V == ONLINE) {
         // per pack: its max first, the sum rescaled once if the max grew, then one exp per element

@@ -37,17 +37,37 @@
         constexpr bool W = false; return __VA_ARGS__();                                            \
     }()
 
-// Dispatch on the packs a thread keeps (0, 1, 2, 4, 8) to a body that uses the constant `P`.
-#define HK_DISPATCH_PACKS(packs, name, ...)                                                        \
+// Dispatch on the packs a thread keeps (1, 2, 4, 8) to a body that uses the constants `P` and
+// `TRIP` (0: a kept row has no trip).
+#define HK_DISPATCH_KEPT(packs, name, ...)                                                         \
     [&] {                                                                                          \
         switch (packs) {                                                                           \
-            case 0: { constexpr int P = 0; return __VA_ARGS__(); }                                 \
-            case 1: { constexpr int P = 1; return __VA_ARGS__(); }                                 \
-            case 2: { constexpr int P = 2; return __VA_ARGS__(); }                                 \
-            case 4: { constexpr int P = 4; return __VA_ARGS__(); }                                 \
-            case 8: { constexpr int P = 8; return __VA_ARGS__(); }                                 \
-            default: TORCH_CHECK(false, name, ": packs kept per thread must be 0, 1, 2, 4 or 8, got ", packs); \
+            case 1: { constexpr int P = 1, TRIP = 0; return __VA_ARGS__(); }                       \
+            case 2: { constexpr int P = 2, TRIP = 0; return __VA_ARGS__(); }                       \
+            case 4: { constexpr int P = 4, TRIP = 0; return __VA_ARGS__(); }                       \
+            case 8: { constexpr int P = 8, TRIP = 0; return __VA_ARGS__(); }                       \
+            default: TORCH_CHECK(false, name, ": packs kept per thread must be 1, 2, 4 or 8, got ", packs); \
         }                                                                                          \
+    }()
+
+// Dispatch on the packs a looped row reads a trip (1, 2, 4) to a body that uses the constants
+// `P` (0) and `TRIP`.
+#define HK_DISPATCH_TRIP(trip, name, ...)                                                          \
+    [&] {                                                                                          \
+        switch (trip) {                                                                            \
+            case 1: { constexpr int P = 0, TRIP = 1; return __VA_ARGS__(); }                       \
+            case 2: { constexpr int P = 0, TRIP = 2; return __VA_ARGS__(); }                       \
+            case 4: { constexpr int P = 0, TRIP = 4; return __VA_ARGS__(); }                       \
+            default: TORCH_CHECK(false, name, ": a looped row reads 1, 2 or 4 packs a trip, got ", trip); \
+        }                                                                                          \
+    }()
+
+// Dispatch on a row config: kept (packs > 0, trip 0) or looped (packs 0, trip 1, 2 or 4), to a
+// body that uses `P` and `TRIP` (check_rows has checked the pair).
+#define HK_DISPATCH_ROW(packs, trip, name, ...)                                                    \
+    [&] {                                                                                          \
+        if ((packs) == 0) return HK_DISPATCH_TRIP(trip, name, __VA_ARGS__);                        \
+        return HK_DISPATCH_KEPT(packs, name, __VA_ARGS__);                                         \
     }()
 
 namespace hk {
@@ -83,8 +103,8 @@ template <typename T> inline int64_t head_elements(const T* p, int64_t n) {
 
 // --- row kernels -----------------------------------------------------------------------------
 // The threads of a block and the rows each block holds, checked on the host.
-inline void check_rows(int64_t rows, int64_t cols, int64_t group, int64_t threads, int64_t packs_kept, int64_t n,
-                       const char* name) {
+inline void check_rows(int64_t rows, int64_t cols, int64_t group, int64_t threads, int64_t packs_kept, int64_t trip,
+                       int64_t n, const char* name) {
     TORCH_CHECK(group >= 4 && group <= 1024 && (group & (group - 1)) == 0, name,
                 ": threads per row must be a power of two from 4 to 1024, got ", group);
     TORCH_CHECK(threads >= group && threads <= 1024 && threads % group == 0 && threads % 32 == 0, name,
@@ -93,6 +113,10 @@ inline void check_rows(int64_t rows, int64_t cols, int64_t group, int64_t thread
     TORCH_CHECK(threads <= max_threads(static_cast<int>(packs_kept)), name, ": a row kernel keeping ", packs_kept,
                 " packs a thread runs blocks of at most ", max_threads(static_cast<int>(packs_kept)), " threads, got ",
                 threads);
+    TORCH_CHECK(packs_kept > 0 || trip == 1 || trip == 2 || trip == 4, name,
+                ": a looped row (packs 0) reads 1, 2 or 4 packs a thread a trip, got trip ", trip);
+    TORCH_CHECK(packs_kept == 0 || trip == 0, name, ": a row kept in registers (packs ", packs_kept,
+                ") has no trip (0), got trip ", trip);
     TORCH_CHECK(cols >= 1 && cols <= 2147483647, name, ": rows of ", cols, " elements are not supported");
     const int64_t packs = (cols + n - 1) / n;
     TORCH_CHECK(packs_kept == 0 || packs_kept * group >= packs, name, ": ", packs_kept, " packs of ", n,

@@ -7,9 +7,9 @@
 // packs in the order j = lane, lane + G, ... and each pack's elements in order; the group's
 // partials meet in one butterfly (and, past a warp, one pass over the warps' partials in
 // order). How many rows a block holds, whether a thread keeps its packs in registers
-// (P > 0) or reads them twice (P = 0, the second time from L2), and whether a row starts on
-// a 16-byte boundary (a pack is one 16-byte load, or N scalar loads) change no arithmetic:
-// a row's bits are the same in any batch.
+// (P > 0) or reads them twice (P = 0, the second time from L2), how many packs a looped row
+// reads a trip (TRIP), and whether a row starts on a 16-byte boundary (a pack is one 16-byte
+// load, or N scalar loads) change no arithmetic: a row's bits are the same in any batch.
 #pragma once
 
 #include "device.cuh"
@@ -138,15 +138,26 @@ __device__ __forceinline__ V group_reduce(V v, int G, Op op, V* slots) {
     return v;
 }
 
+// The packs a looped row (P = 0) reads a trip: TRIP loads in flight per thread, then their
+// use. Fewer a trip hold fewer registers (ptxas, sm_90, whole rows, trips of 4, 2, 1: rmsnorm
+// fp32 44, 32, 27; layernorm bf16 two_pass 57, 39, 31; the chain bf16 53, 40, 32), so more rows
+// are in flight on an SM; more a trip keep more bytes in flight per thread. The packs are
+// visited in the same order whatever the trip (j = lane, lane + G, ...), so a row's bits do not
+// depend on it. A kept row (P > 0) has no trip (TRIP = 0). host.cuh builds the trips here, and
+// rows.py's TRIPS offers them.
+__host__ __device__ constexpr bool valid_trip(int P, int TRIP) {
+    return P > 0 ? TRIP == 0 : TRIP == 1 || TRIP == 2 || TRIP == 4;
+}
+
 // This thread's row: where it lies (``offset`` from the start of any [rows, cols] operand),
 // whether its start is 16-byte aligned, and, for P > 0, the thread's packs of x kept in
 // registers (all loaded at once, every load in flight before the first is used). A thread
 // past the last row is inactive: it visits and writes nothing, but still takes part in the
 // group's reductions (they may synchronise the block). Pack indices within a row are 32-bit
 // (the host allows rows of up to 2^31 - 1 elements); only the row's offset is 64-bit.
-template <typename T, int P, bool W> struct Row {
+template <typename T, int P, int TRIP, bool W> struct Row {
+    static_assert(valid_trip(P, TRIP), "a looped row (P = 0) reads 1, 2 or 4 packs a trip; a kept one has no trip");
     static constexpr int N = Pack<T>::N;
-    static constexpr int AHEAD = 4;   // packs in flight at a time when the row is read again (P = 0)
     RowGroup g;
     bool active;
     int cols, packs;
@@ -170,7 +181,7 @@ template <typename T, int P, bool W> struct Row {
 
     // f(k, j, xs, n) over this thread's packs, in their order: pack j as fp32 (xs[N], of which
     // the first n exist), k its register slot (P > 0) or 0. From registers (P > 0) or read
-    // again from memory (P = 0, four packs in flight at a time; H: this pass's Hint, keep
+    // again from memory (P = 0, TRIP packs in flight at a time; H: this pass's Hint, keep
     // unless it is the row's last).
     template <Hint H = Hint::keep, typename F> __device__ __forceinline__ void for_each_pack(F f) const {
         if (!active) return;
@@ -187,13 +198,13 @@ template <typename T, int P, bool W> struct Row {
                 if (j < packs) visit(k, j, kept[k]);
             }
         } else {
-            for (int j0 = g.lane; j0 < packs; j0 += AHEAD * g.G) {
-                Pack<T> q[AHEAD];
+            for (int j0 = g.lane; j0 < packs; j0 += TRIP * g.G) {
+                Pack<T> q[TRIP];
 #pragma unroll
-                for (int a = 0; a < AHEAD; ++a)
+                for (int a = 0; a < TRIP; ++a)
                     if (j0 + a * g.G < packs) q[a] = load_row_pack<T, W, H>(x, j0 + a * g.G, cols, x_aligned);
 #pragma unroll
-                for (int a = 0; a < AHEAD; ++a)
+                for (int a = 0; a < TRIP; ++a)
                     if (j0 + a * g.G < packs) visit(0, j0 + a * g.G, q[a]);
             }
         }
@@ -210,7 +221,7 @@ template <typename T, int P, bool W> struct Row {
 
     // y's packs: out(k, j, xs, ys) fills ys[N] (fp32) from xs[N] for pack j, over the packs of
     // for_each_pack (the missing elements of a last pack are computed, not stored). A row read
-    // again (P = 0) computes each AHEAD packs before it stores any of them: the loads out()
+    // again (P = 0) computes each trip's packs before it stores any of them: the loads out()
     // makes (a weight, a bias) then go out together, not each behind the store before it, which
     // the compiler does not move them past (on sm_90 each was an L2 round trip of its own). A
     // kept row stores each pack as it goes: held until the last, its outputs took up to 50%
@@ -227,13 +238,13 @@ template <typename T, int P, bool W> struct Row {
             });
         } else {
             if (!active) return;
-            for (int j0 = g.lane; j0 < packs; j0 += AHEAD * g.G) {
-                Pack<T> q[AHEAD] = {};
+            for (int j0 = g.lane; j0 < packs; j0 += TRIP * g.G) {
+                Pack<T> q[TRIP] = {};
 #pragma unroll
-                for (int a = 0; a < AHEAD; ++a)
+                for (int a = 0; a < TRIP; ++a)
                     if (j0 + a * g.G < packs) q[a] = load_row_pack<T, W, Hint::last>(x, j0 + a * g.G, cols, x_aligned);
 #pragma unroll
-                for (int a = 0; a < AHEAD; ++a) {
+                for (int a = 0; a < TRIP; ++a) {
                     // a pack past the row is computed on the last pack's operands and not stored:
                     // no branch around out()'s loads, so ptxas issues them all before the first use
                     // (the price: in a row's last round, those threads read that pack's weight and
@@ -246,7 +257,7 @@ template <typename T, int P, bool W> struct Row {
                     q[a].set_f32(ys);
                 }
 #pragma unroll
-                for (int a = 0; a < AHEAD; ++a)
+                for (int a = 0; a < TRIP; ++a)
                     if (j0 + a * g.G < packs) store_row_pack<T, W>(y, j0 + a * g.G, cols, y_aligned, q[a]);
             }
         }
@@ -270,8 +281,8 @@ template <typename T, int K, bool W> struct RowOperand {
     bool aligned, per_row;
     Pack<T> kept[K > 0 ? K : 1];
 
-    template <int P>
-    __device__ __forceinline__ RowOperand(const T* base, bool per_row_, const Row<T, P, W>& row)
+    template <int P, int TRIP>
+    __device__ __forceinline__ RowOperand(const T* base, bool per_row_, const Row<T, P, TRIP, W>& row)
         : p(base + (per_row_ ? row.offset : 0)), cols(row.cols), aligned(W || aligned16(p)), per_row(per_row_) {
         static_assert(K == 0 || K == P, "an operand is kept in registers as x is, or not at all");
         if constexpr (K > 0) {

@@ -2,8 +2,9 @@
 
 A config is (``group``: threads per row, a power of two from 4 to 1024; ``packs``: 16-byte
 packs each thread keeps in registers, 0 to read the row again from L2; ``threads``: per
-block, so a block holds threads / group rows). Only ``group`` decides a row's bits; packs
-and threads are bit-neutral (rows.cuh), and the tuner checks that by digest. The bits are
+block, so a block holds threads / group rows; ``trip``, a looped row's only (packs 0): the
+packs a thread reads a trip, 1, 2 or 4). Only ``group`` decides a row's bits; packs, threads
+and trip are bit-neutral (rows.cuh), and the tuner checks that by digest. The bits are
 chosen once per (op, variant, row length, dtype), on the tuner's scratch problems, whatever
 the batch: batch invariance. CuPy's raw variants run the same kernels with the same configs
 (choose_for, check)."""
@@ -11,13 +12,34 @@ from harness import tuner
 from impls._frameworks._launch import configured
 from impls._frameworks.cuda import launch
 
-NEUTRAL = ("packs", "threads")
+NEUTRAL = ("packs", "threads", "trip")
 MAX_KEPT = 8            # packs a thread keeps in registers: 32 registers of data
 MAX_LOOPED = 64         # packs a thread reads in turn when the row is read again (past it, 512 threads)
 # The most threads a block may have, by packs kept: rows.cuh's max_threads, which the kernels
 # are compiled for (__launch_bounds__), so that every config here launches.
 MAX_THREADS = {0: 512, 1: 1024, 2: 1024, 4: 512, 8: 512}
 MAX_LOOPED_GROUP = MAX_THREADS[0]
+# The packs a looped row reads a thread a trip (rows.cuh's TRIP; host.cuh builds these): fewer
+# hold fewer registers, so more rows are in flight on an SM; more keep more loads in flight per
+# thread. Triton's fastest looped rows on the H200 at 256 MiB move 1 or 2 a thread a trip.
+TRIPS = (1, 2, 4)
+
+
+def trips(per_thread: int) -> list[int]:
+    """The trips worth a looped row whose threads read ``per_thread`` packs each: every trip
+    up to the first that takes the thread's whole row at once (a larger one makes the same
+    loads in the same single trip, holding more registers)."""
+    out = []
+    for trip in TRIPS:
+        out.append(trip)
+        if trip >= per_thread:
+            break
+    return out
+
+
+def trip_of(config: dict) -> int:
+    """The trip the kernels are given: a looped config's, 0 for a kept row (it has none)."""
+    return config.get("trip", 0)
 
 
 def configs(cols: int, itemsize: int, kept: bool = True, looped: bool = True) -> list[dict]:
@@ -26,7 +48,8 @@ def configs(cols: int, itemsize: int, kept: bool = True, looped: bool = True) ->
     is the other choice). A looped row with one or two packs a thread is among them: it holds
     fewer registers than the kept one, so more rows are in flight on an SM, and its second
     read comes from L2 (Triton's fastest RMSNorm at 32768x4096 bf16 on the H200 reads its row
-    so, two packs a thread on 256 threads)."""
+    so, two packs a thread on 256 threads). Each looped group comes with each trip worth it
+    (trips)."""
     packs = -(-cols // (16 // itemsize))
     out = []
     group = 4
@@ -38,7 +61,7 @@ def configs(cols: int, itemsize: int, kept: bool = True, looped: bool = True) ->
             out.append(dict(group=group, packs=packs_kept, threads=threads))
         if looped and group <= MAX_LOOPED_GROUP and (group >= 32 or not kept) \
                 and (per_thread <= MAX_LOOPED or group == MAX_LOOPED_GROUP):
-            out.append(dict(group=group, packs=0, threads=threads))
+            out += [dict(group=group, packs=0, threads=threads, trip=trip) for trip in trips(per_thread)]
         group *= 2
     return out
 
@@ -62,6 +85,12 @@ def check(rows: int, cols: int, config: dict, itemsize: int, label: str) -> None
         raise ValueError(f"{label}: {threads} threads a block do not fit a kernel keeping {packs_kept} packs "
                          f"(a multiple of 32 and of the row's {group} threads, at most "
                          f"{MAX_THREADS.get(packs_kept, 'none: packs must be 0, 1, 2, 4 or 8')})")
+    if packs_kept == 0 and config.get("trip") not in TRIPS:
+        raise ValueError(f"{label}: a looped row (packs 0) reads 1, 2 or 4 packs a thread a trip, "
+                         f"got trip {config.get('trip')}")
+    if packs_kept and config.get("trip", 0) != 0:
+        raise ValueError(f"{label}: a row kept in registers ({packs_kept} packs) has no trip, "
+                         f"got trip {config['trip']}")
     if not 1 <= cols <= 2 ** 31 - 1:
         raise ValueError(f"{label}: rows of {cols} elements are not supported (1 to 2^31 - 1)")
     n = 16 // itemsize

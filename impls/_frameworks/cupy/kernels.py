@@ -16,7 +16,7 @@ cupy/cupy#9576: fp32 results that should be subnormal come out 0, softmax's larg
 set shows it), and CuPy's launch (cuLaunchKernel from Python, no TORCH_CHECK in front).
 
 ``functions(op, expressions)`` compiles the template instantiations (NVRTC name expressions,
-e.g. ``hk::rmsnorm_rows<__nv_bfloat16, 4, true>``) a launcher may use, in one NVRTC call, in
+e.g. ``hk::rmsnorm_rows<__nv_bfloat16, 4, 0, true>``) a launcher may use, in one NVRTC call, in
 bind: never inside a timed launch. tests/test_cupy.py compiles the same text with the same name
 expressions through NVRTC on a CPU.
 """

@@ -3,8 +3,9 @@ by kernels.py), with the CUDA framework's configs and checks (cuda/rows.py), the
 for CuPy's own build, on the current PyTorch stream.
 
 A row kernel is named by a template with ``{T}`` (the storage type), ``{P}`` (the packs a thread
-keeps, 0 to read the row again) and ``{W}`` (whole rows: host.cuh's whole_rows), e.g.
-``hk::softmax_rows<{T}, {P}, hk::ONLINE, {W}>``, and called as host.cuh's launchers call it:
+keeps, 0 to read the row again), ``{TRIP}`` (the packs a looped row reads a trip, 0 for a kept
+row: cuda/rows.py's trip_of) and ``{W}`` (whole rows: host.cuh's whole_rows), e.g.
+``hk::softmax_rows<{T}, {P}, {TRIP}, hk::ONLINE, {W}>``, and called as host.cuh's launchers call it:
 (the operands' pointers, int64_t rows, int cols, the op's floats, int group)."""
 from __future__ import annotations
 
@@ -20,8 +21,14 @@ def whole(tensors: tuple, cols: int) -> bool:
     return cols % (16 // tensors[0].element_size()) == 0 and all(t.data_ptr() % 16 == 0 for t in tensors)
 
 
-def expression(template: str, dtype: torch.dtype, packs: int, whole_rows: bool) -> str:
-    return template.format(T=kernels.TYPES[dtype], P=packs, W="true" if whole_rows else "false")
+def expression(template: str, dtype: torch.dtype, config: dict, whole_rows: bool) -> str:
+    return template.format(T=kernels.TYPES[dtype], P=config["packs"], TRIP=cuda_rows.trip_of(config),
+                           W="true" if whole_rows else "false")
+
+
+def kernel_of(config: dict, whole_rows: bool) -> tuple:
+    """What picks a config's kernel: (packs, trip, whole rows)."""
+    return config["packs"], cuda_rows.trip_of(config), whole_rows
 
 
 def row_launcher(op: str, key: tuple, label: str, template: str, inputs: tuple, scalars: tuple, weights: int,
@@ -36,7 +43,7 @@ def row_launcher(op: str, key: tuple, label: str, template: str, inputs: tuple, 
     if not space:
         raise ValueError(f"CuPy {label}: no config holds a row of {cols} elements")
     layouts = {whole(inputs, cols), cols % (16 // x.element_size()) == 0}
-    names = {(c["packs"], w): expression(template, x.dtype, c["packs"], w) for c in space for w in layouts}
+    names = {kernel_of(c, w): expression(template, x.dtype, c, w) for c in space for w in layouts}
     compiled = kernels.functions(op, sorted(set(names.values())))
 
     def bind(config, args, batch_rows):
@@ -45,7 +52,7 @@ def row_launcher(op: str, key: tuple, label: str, template: str, inputs: tuple, 
         per_block = config["threads"] // config["group"]
         call = (*interop.views(*args), launch.i64(batch_rows), launch.i32(cols), *scalars,
                 launch.i32(config["group"]))
-        return launch.raw_launcher(compiled[names[config["packs"], w]], -(-batch_rows // per_block),
+        return launch.raw_launcher(compiled[names[kernel_of(config, w)]], -(-batch_rows // per_block),
                                    config["threads"], call, whole=w)
 
     row_operands = len(inputs) - 2 - weights
