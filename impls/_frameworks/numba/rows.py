@@ -34,6 +34,12 @@ CHUNKS = 4                    # chunks (of 16 bytes) in flight per thread per st
 CHUNK_BYTES = 16              # a chunk: one 16-byte load or store
 MAX_CHUNK = 8                 # columns a chunk holds at most (a 16-bit type's)
 STEP_MAX = CHUNKS * MAX_CHUNK  # values a step holds at most (the kernels' local arrays)
+STEP_WORDS = CHUNKS * CHUNK_BYTES // 4   # a step's 32-bit words (rowchunks.load_step)
+# Where a row is held between its passes (its *keep*), each a kernel of its own (rowchunks):
+# one step covers the row (kept in registers), the row cached in shared memory, or read again
+# from x each pass.
+KEPT, CACHED, READ = 0, 1, 2
+KEEPS = {KEPT: "kept", CACHED: "cached", READ: "read"}
 NEUTRAL = ("threads", "cached")
 # Dynamic shared memory a block may take: the 48 KiB a block gets without opting in (Numba
 # cannot opt in) covers the kernels' static arrays too (up to 512 B, the group reductions'),
@@ -101,6 +107,11 @@ def shared_bytes(config: dict, cols: int) -> int:
     return cache_bytes(config, cols) if config["cached"] else 0
 
 
+def keep(config: dict) -> int:
+    """Where a config's rows are held between passes: KEPT, CACHED or READ (its kernel's)."""
+    return KEPT if config["kept"] else CACHED if config["cached"] else READ
+
+
 def grid(config: dict, rows: int) -> int:
     per_block = config["threads"] // config["group"]
     return max(1, -(-rows // per_block))
@@ -112,9 +123,9 @@ def row_launcher(key: tuple, label: str, inputs: tuple, scratch, bind, cacheable
     ``inputs[0]`` is x, ``inputs[-1]`` the output."""
     x = inputs[0]
     rows, cols = x.shape
-    if cols >= 1 << 31:
+    if cols >= 1 << 31 or cols * x.element_size() >= 1 << 32:
         raise ValueError(f"rows of {cols} columns: the Numba row kernels index within a row in 32 bits (rows of "
-                         "fewer than 2^31 columns); reshape the input into shorter rows")
+                         "fewer than 2^31 columns and 2^32 bytes); reshape the input into shorter rows")
     if SIMULATED:
         config = sim_config(cols, cacheable, x.element_size())
         return configured(bind(config, inputs, rows), {**config, "whole": whole(inputs, cols), "simulated": True})
