@@ -25,13 +25,11 @@ from impls.rmsnorm.numba import row_rstd
 
 SILU, MUL, ADD = 0, 1, 2
 # The output pass takes a step's chunks of x (kept from the first pass where one step covers
-# the row) a part at a time: u and r for PART_CHUNKS chunks of each (two 16-bit chunks, as
-# words, or two fp32 ones) beside x's step stay in registers; a whole step of u and r at once
-# (48 values of fp32) put bf16's in local memory (ptxas: a 192-byte stack frame) and fp32's at
-# 118 registers.
-PART_CHUNKS = 2
-PART_WORDS = PART_CHUNKS * 4     # a local array's size must be a constant
-assert CHUNKS == 2 * PART_CHUNKS, "_fused calls _part for two parts a step"
+# the row) a part at a time: u and r for a part's chunks (one of a 16-bit type, two of fp32:
+# 8 values of each, as words) beside x's step stay in registers; a whole step of u and r at
+# once (48 values of fp32) put bf16's in local memory (ptxas: a 192-byte stack frame) and
+# fp32's at 118 registers; two 16-bit chunks a part took 56 registers (bf16, kept), one 48.
+PART_WORDS = 8       # a local array's size must be a constant: two chunks' words
 
 
 @inlined
@@ -41,7 +39,9 @@ def _part(h, words, values, gates, residuals, gains, out, rstd, x, u, uw, u_wide
     with h a constant, not a loop over h: a loop LLVM does not unroll (the kernel for any rows
     in fp32) indexes the step by a variable, which puts it in local memory."""
     span = width(x)
-    part = PART_CHUNKS
+    part = 8 // span                # chunks a part: 1 of a 16-bit type, 2 of fp32
+    if h >= CHUNKS // part:
+        return
     for j in range(part):
         kj = uint32(k + uint32((h * part + j) * group))
         chunk_words(gates, j * 4, u, uw, u_wide, u_word, start, kj, n, float32(0), whole)
@@ -78,10 +78,14 @@ def _fused(x, xw, xp, weight, ww, wp, u, uw, up, r, rw, rp, y, yw, yp, rows, col
             cached_step(values, x, cache, base, chunks, k, group, n, float32(0), whole)
         elif kind != KEPT:
             load_step(words, x, xw, x_wide, x_word, start, k, group, n, float32(0), whole)
-        # a step has CHUNKS (4) chunks, a part two of them
+        # a step has CHUNKS (4) chunks, a part one or two of them: four parts at most
         _part(0, words, values, gates, residuals, gains, out, rstd, x, u, uw, u_wide, u_word, r, rw, r_wide, r_word,
               weight, ww, w_wide, w_word, y, yw, y_wide, y_word, start, k, group, n, kind, whole)
         _part(1, words, values, gates, residuals, gains, out, rstd, x, u, uw, u_wide, u_word, r, rw, r_wide, r_word,
+              weight, ww, w_wide, w_word, y, yw, y_wide, y_word, start, k, group, n, kind, whole)
+        _part(2, words, values, gates, residuals, gains, out, rstd, x, u, uw, u_wide, u_word, r, rw, r_wide, r_word,
+              weight, ww, w_wide, w_word, y, yw, y_wide, y_word, start, k, group, n, kind, whole)
+        _part(3, words, values, gates, residuals, gains, out, rstd, x, u, uw, u_wide, u_word, r, rw, r_wide, r_word,
               weight, ww, w_wide, w_word, y, yw, y_wide, y_word, start, k, group, n, kind, whole)
         if kind == KEPT:
             break

@@ -310,6 +310,34 @@ if not SIMULATED:
         return two
 
 
+def exact_bits(a, v):
+    """The bits of v in a's type (uint32) where a's type holds v exactly (the kernels' fills: 0
+    and -inf): by integer operations on v's fp32 bits, which fold to a constant for a constant
+    v (to_bits' cvt is inline PTX, which LLVM does not fold: a fill held in a register, copied
+    into each word a predicated load may replace). The simulator runs this Python."""
+    return to_bits(a, v)
+
+
+if not SIMULATED:
+    @overload(exact_bits, target="cuda")
+    def _exact_bits(a, v):
+        if a.dtype == types.int16:
+            return lambda a, v: uint32(float_bits(v) >> uint32(16))     # exact: the low half is 0
+
+        if a.dtype == types.float16:
+            def half(a, v):
+                b = float_bits(v)
+                sign = uint32((b >> uint32(16)) & uint32(0x8000))
+                magnitude = b & uint32(0x7FFFFFFF)
+                if magnitude == uint32(0):
+                    return sign
+                if magnitude == uint32(0x7F800000):
+                    return uint32(sign | uint32(0x7C00))
+                return half_bits(v)
+            return half
+        return lambda a, v: float_bits(v)
+
+
 @cuda.jit(device=True)
 def word_bits(a, v0, v1, v2, v3):
     """The word of a's type holding the first per_word(a) of the values (fp32: v0 and v1; v2

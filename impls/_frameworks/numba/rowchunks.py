@@ -30,7 +30,7 @@ start (its first flat element and word) is 64-bit. So a row has fewer than 2^31 
 visits nothing but still joins its group's reductions (they synchronise the block)."""
 from numba import cuda, int64, uint32, uint64
 
-from impls._frameworks.numba.device import (bits_float, element_bits, from_bits, inlined, load_chunk, narrow,
+from impls._frameworks.numba.device import (bits_float, element_bits, exact_bits, from_bits, inlined, load_chunk, narrow,
                                             pair_bits, per_word, shared_address, shared_load, shared_store,
                                             store, store_chunk, to_bits, LOW16)
 from impls._frameworks.numba.rows import CACHED, CHUNKS, KEPT, READ  # noqa: F401 - the keeps, for the kernels
@@ -85,13 +85,14 @@ def offset_of(k):
     return uint32(k * uint32(CHUNK_BYTES))
 
 
-@cuda.jit(device=True)
+@inlined
 def fill_word(a, fill):
-    """A 32-bit word of ``fill`` in a's type (two 16-bit elements or one fp32)."""
+    """A 32-bit word of ``fill`` (0 or -inf, which every type holds exactly: device.exact_bits,
+    a constant) in a's type: two 16-bit elements or one fp32."""
+    b = exact_bits(a, fill)
     if narrow(a):
-        b = to_bits(a, fill)
         return uint32(b | (b << uint32(16)))
-    return to_bits(a, fill)
+    return b
 
 
 @inlined
@@ -129,7 +130,7 @@ def chunk_words(words, o, a, w, wide, word, start, k, n, fill, whole):
         q0, q1, q2, q3 = load_chunk(w, word, offset_of(k))
     else:
         e = uint64(start) + uint64(c)      # unsigned: Numba wraps a negative signed index around
-        fb = to_bits(a, fill)
+        fb = exact_bits(a, fill)
         if narrow(a):
             q0 = uint32(element_or_fill(a, e, c, 0, n, fb) | (element_or_fill(a, e, c, 1, n, fb) << uint32(16)))
             q1 = uint32(element_or_fill(a, e, c, 2, n, fb) | (element_or_fill(a, e, c, 3, n, fb) << uint32(16)))
