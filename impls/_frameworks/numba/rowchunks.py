@@ -30,9 +30,9 @@ start (its first flat element and word) is 64-bit. So a row has fewer than 2^31 
 visits nothing but still joins its group's reductions (they synchronise the block)."""
 from numba import cuda, int64, uint32, uint64
 
-from impls._frameworks.numba.device import (bits_float, element_bits, exact_bits, from_bits, inlined, load_chunk, narrow,
-                                            pair_bits, per_word, shared_address, shared_load, shared_store,
-                                            store, store_chunk, to_bits, LOW16)
+from impls._frameworks.numba.device import (LOW16, bits_float, element_bits, exact_bits, from_bits, inlined, load_chunk,
+                                            narrow, pair_bits, per_word, shared_address, shared_load, shared_store,
+                                            store, store_chunk, to_bits)
 from impls._frameworks.numba.rows import CACHED, CHUNKS, KEPT, READ  # noqa: F401 - the keeps, for the kernels
 
 CHUNK_BYTES = 16

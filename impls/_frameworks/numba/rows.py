@@ -8,7 +8,7 @@ group takes chunks j, j + group, ..., CHUNKS of them a step (32 values of a 16-b
 of fp32), their loads issued before any is used, taking a step's values in column order within
 a chunk and chunk order within the step, adding them into one fp32 partial. A chunk moves as
 one 16-byte load or store when the row starts on a 16-byte boundary and as single elements
-otherwise (rowchunks.chunk_into): the same values in the same order, so a row's alignment
+otherwise (rowchunks.chunk_words): the same values in the same order, so a row's alignment
 changes no bit. Where every operand's rows hold whole, aligned chunks (``whole``: cols a
 multiple of ``chunk``, each tensor 16-byte aligned) a kernel compiled for such rows runs, a
 chunk one predicated 16-byte load; otherwise one that tests each chunk. Both do the same
@@ -18,7 +18,8 @@ thread adds its columns in, in fp32, and the reduction tree (device.py);
 ``threads``, ``cached`` (the row kept in shared memory
 as fp32 between its passes, where it fits, instead of read again), ``kept`` (one step of
 the group covers the row: its values stay in registers between the passes, no cache, no
-second read; it follows from the group and the row length) and the row kind change no bit.
+second read; it follows from the group and the row length) and ``whole`` change no bit. Each
+keep (``keep``: KEPT, CACHED, READ) and ``whole`` is a kernel of its own, compiled for it.
 The group is chosen once per (op, variant, row length, dtype), on the tuner's scratch
 problems, whatever the batch: batch invariance.
 
@@ -89,8 +90,9 @@ def configs(cols: int, cacheable: bool, itemsize: int) -> list[dict]:
     """Every group with MIN_PER_THREAD to MAX_PER_THREAD columns a thread (the ends of the range
     stretched so that short and very long rows have one). A block of 1024 threads launches only
     where the kernel takes at most 64 registers a thread (Numba compiles without launch bounds;
-    the 16-bit chain and LayerNorm kernels take 64-95 on sm_90), so where 1024 is the largest
-    group in range, 512 is a candidate too: every row length keeps one that launches."""
+    the 16-bit chain's cached kernel and LayerNorm welford's kept one take 70-71 on sm_90), so
+    where 1024 is the largest group in range, 512 is a candidate too: every row length keeps
+    one that launches."""
     groups = [g for g in (1 << k for k in range(11)) if MIN_PER_THREAD <= -(-cols // g) <= MAX_PER_THREAD]
     if not groups:
         groups = [1] if cols < MIN_PER_THREAD else [1024]
