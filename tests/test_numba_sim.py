@@ -275,7 +275,7 @@ def test_a_kept_row_s_bits_are_the_same_group_s_row_cached_and_read_again(monkey
     16-bit values as their raw words, the passes unrolled once); the same group's kernels for
     a cached row and a row read again loop over the same step. All three are right against the
     float64 reference and give the same bits, on whole rows (104 columns, aligned) and on any
-    rows (101, misaligned, every input set): the keep is neutral (rows.NEUTRAL)."""
+    rows (101, misaligned, every input set): where a row is kept changes no bit (rows.py)."""
     from impls._frameworks.numba import rows
     op_name, _, variant = key
     op = OPS[op_name]()
