@@ -89,6 +89,10 @@ def _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, e
             k = uint32(k + step_of(x, group))
         variance = group_sum(squares, group) / float32(cols)
     rstd = rsqrt(variance + eps)
+    # welford's kept row: the first pass's fp32 values (its step statistics hold them all live
+    # there anyway), not the words beside them: 64 registers in bf16 on sm_90, not 70. The
+    # same values: a conversion is exact.
+    fp32_kept = kind == KEPT and algorithm == WELFORD
     y_wide, y_word = row_words(y, yp, start)
     w_wide, w_word = row_words(weight, wp, 0)
     b_wide, b_word = row_words(bias, bp, 0)
@@ -103,7 +107,7 @@ def _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, e
             chunk_words(gains, 0, weight, ww, w_wide, w_word, 0, ku, n, float32(0), whole)
             chunk_words(shifts, 0, bias, bw, b_wide, b_word, 0, ku, n, float32(0), whole)
             for t in range(span):
-                v = step_value(x, words, values, u * span + t, kind == CACHED)
+                v = step_value(x, words, values, u * span + t, kind == CACHED or fp32_kept)
                 out[t] = (v - mean) * rstd * value_of(weight, gains, t) + value_of(bias, shifts, t)
             put_chunk(y, yw, y_wide, y_word, start, ku, n, out, whole)
         if kind == KEPT:
