@@ -90,7 +90,7 @@ def configs(cols: int, cacheable: bool, itemsize: int) -> list[dict]:
     """Every group with MIN_PER_THREAD to MAX_PER_THREAD columns a thread (the ends of the range
     stretched so that short and very long rows have one). A block of 1024 threads launches only
     where the kernel takes at most 64 registers a thread (Numba compiles without launch bounds;
-    the 16-bit chain's cached kernel takes 71 on sm_90, LayerNorm's cached one 64), so
+    the 16-bit chain's cached kernel takes 71 on sm_90), so
     where 1024 is the largest group in range, 512 is a candidate too: every row length keeps
     one that launches."""
     groups = [g for g in (1 << k for k in range(11)) if MIN_PER_THREAD <= -(-cols // g) <= MAX_PER_THREAD]
