@@ -313,7 +313,7 @@ def test_a_kept_row_s_bits_are_the_same_group_s_row_cached_and_read_again(monkey
 @pytest.mark.parametrize("cols", [4096, 65536, 1 << 20])
 def test_every_row_length_has_a_config_of_at_most_512_threads(cols):
     """A 1024-thread block does not launch for a kernel of more than 64 registers a thread (the
-    16-bit chain's and LayerNorm's on sm_90): the tuner's space for any row length holds a
+    16-bit chain's cached kernel on sm_90): the tuner's space for any row length holds a
     group of at most 512 threads."""
     from impls._frameworks.numba import rows
     for itemsize in (2, 4):
