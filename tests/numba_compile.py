@@ -39,6 +39,7 @@ if not ON_GPU:
     dispatcher.get_current_device = lambda: _Device()
 
 import impls.copy.numba as copy  # noqa: E402
+from impls._frameworks.numba import rows  # noqa: E402
 import impls.layernorm.numba as layernorm  # noqa: E402
 import impls.max.numba as max_  # noqa: E402
 import impls.rmsnorm.numba as rmsnorm  # noqa: E402
@@ -48,6 +49,9 @@ import impls.softmax.numba as softmax  # noqa: E402
 import impls.sum.numba as sum_  # noqa: E402
 
 STORAGE = ("float32", "float16", "int16")   # fp32, fp16, bf16's bits
+# The row kernels compiled for the 16-bit types on the CPU too (one variant an op: the others
+# differ in arithmetic only, which fp32 covers).
+SIXTEEN_BIT = ("rmsnorm", "chain fused", "softmax three_pass", "softmax on_chip", "layernorm welford")
 
 
 def signatures():
@@ -61,25 +65,26 @@ def signatures():
         yield f"sum atomic {t}", sum_._atomic, f"void({v}, {w}, int64, float32[::1], float32[::1], int32[::1], int64)"
         yield f"max partials {t}", max_._partials, f"void({v}, {w}, int64, float32[::1], int64)"
         yield f"max atomic {t}", max_._atomic, f"void({v}, {w}, int64, float32[::1], int32[::1], int32[::1], int64)"
-        # The row kernels: for each op (and variant), one kernel for rows of whole, word-aligned
-        # chunks and one for any rows, over one body that Numba types and lowers once per argument
-        # types with every branch in it (the variant and row kind are arguments there, folded by
-        # NVVM after inlining): on the CPU every row kernel is compiled for fp32 and the whole-row
-        # kernel of each op for the other types, which types and lowers the same bodies; the
-        # others add NVVM time, not coverage.
-        every = ON_GPU or t == "float32"
-        for kind, (norm, fused) in (("whole", (rmsnorm._rmsnorm_whole, chain._fused_whole)),
-                                    ("any", (rmsnorm._rmsnorm_any, chain._fused_any)))[:None if every else 1]:
-            yield f"rmsnorm {kind} {t}", norm, f"void({r * 3}int64, int64, float32, int64, boolean)"
-            yield f"chain fused {kind} {t}", fused, f"void({r * 5}int64, int64, float32, int64, boolean)"
-        for (algorithm, whole_rows), kernel in softmax.KERNELS.items():
-            if every or (whole_rows and algorithm == softmax.ON_CHIP):
-                yield f"softmax {softmax.NAMES[algorithm]} {'whole' if whole_rows else 'any'} {t}", kernel, \
-                    f"void({r * 2}int64, int64, int64)"
-        for (algorithm, whole_rows), kernel in layernorm.KERNELS.items():
-            if every or (whole_rows and algorithm == layernorm.WELFORD):
-                yield f"layernorm {layernorm.NAMES[algorithm]} {'whole' if whole_rows else 'any'} {t}", kernel, \
-                    f"void({r * 4}int64, int64, float32, int64, boolean)"
+        # The row kernels: for each op and variant, one kernel for each row shape (whole, 16-byte
+        # aligned chunks, or any rows) and keep (rows.keep: kept in registers, cached, read
+        # again), over one body that Numba types and lowers once per argument types with every
+        # branch in it (shape and keep are constants there, folded by NVVM after inlining): on the
+        # CPU each variant's kernel for whole rows of each keep and its kernel for any rows once
+        # (each element's bits, a path of its own per type), in fp32 and, for one variant an op,
+        # the 16-bit types; the others add NVVM time, not coverage.
+        rows_of = [("rmsnorm", rmsnorm.KERNELS, 3, "float32, int64"),
+                   ("chain fused", chain.KERNELS, 5, "float32, int64"),
+                   *((f"softmax {softmax.NAMES[a]}", {k[1:]: v for k, v in softmax.KERNELS.items() if k[0] == a}, 2,
+                      "int64") for a in softmax.NAMES),
+                   *((f"layernorm {layernorm.NAMES[a]}", {k[1:]: v for k, v in layernorm.KERNELS.items() if k[0] == a},
+                      4, "float32, int64") for a in layernorm.NAMES)]
+        for label, kernels, tensors, tail in rows_of:
+            wanted = [(whole, keep) for whole, keep in kernels if ON_GPU
+                      or ((t == "float32" or label in SIXTEEN_BIT) and (whole or keep == min(k for ww, k in kernels
+                                                                                           if not ww)))]
+            for whole, keep in wanted:
+                yield (f"{label} {'whole' if whole else 'any'} {rows.KEEPS[keep]} {t}", kernels[whole, keep],
+                       f"void({r * tensors}int64, int64, {tail})")
         yield f"chain step {t}", chain._step, f"void({v}, {w}, {v}, {w}, {v}, {w}, int64, int64, int64)"
     for t in ("int64", "int32", "int16"):
         yield f"copy {t}", copy._copy, f"void({t}[::1], {t}[::1], int64)"

@@ -268,10 +268,52 @@ def test_rows_read_in_several_steps_are_right_and_the_cache_changes_no_bit(monke
     assert not failures, "\n".join(failures)
 
 
+@pytest.mark.parametrize("key", ROW_IMPLS, ids=lambda k: "-".join(k))
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_a_kept_row_s_bits_are_the_same_group_s_row_cached_and_read_again(monkeypatch, key, dtype):
+    """Where one step of the group covers the row its kernel keeps it in registers (rows.keep:
+    16-bit values as their raw words, the passes unrolled once); the same group's kernels for
+    a cached row and a row read again loop over the same step. All three are right against the
+    float64 reference and give the same bits, on whole rows (104 columns, aligned) and on any
+    rows (101, misaligned, every input set): where a row is kept changes no bit (rows.py)."""
+    from impls._frameworks.numba import rows
+    op_name, _, variant = key
+    op = OPS[op_name]()
+    bind = registry.registered()[key].bind
+    itemsize = torch.empty(0, dtype=getattr(torch, dtype)).element_size()
+    failures = []
+    for cols, offset in ((104, 0), (101, 1)):
+        group = 1
+        while not rows.shape(group, cols, True, itemsize)["kept"]:
+            group *= 2
+        keeps = {"on_chip": ("kept", "cached")}.get(variant, ("kept", "read") if variant in CACHE_CHOICES
+                                                         else ("kept", "cached", "read"))
+        for case in ["random", *(op.adversarial if offset else ())]:
+            inputs = op.inputs((3, cols), getattr(torch, dtype), CPU, seed=cols + 3 * len(case), case=case)
+            moved = {k: _misaligned(v, offset) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+            outs = {}
+            for keep in keeps:
+                def config(n, cacheable, size, keep=keep):
+                    c = rows.shape(group, n, cacheable, size)
+                    return {**c, "kept": keep == "kept", "cached": keep == "cached"}
+                monkeypatch.setattr(rows, "sim_config", config)
+                out = _misaligned(op.make_output(moved), offset)
+                launch = bind(**moved, out=out)
+                assert rows.KEEPS[rows.keep(launch.config)] == keep and launch.config["group"] == group, launch.config
+                result, _ = checked_launch(op, launch, moved, out, getattr(torch, dtype), case, cols, lambda: None)
+                if not result.passed:
+                    failures.append(f"{cols} columns, {case}, {keep}: {result.detail}")
+                outs[keep] = out.clone()
+            for keep, got in outs.items():
+                if not torch.equal(got.view(torch.uint8), outs["kept"].view(torch.uint8)):
+                    failures.append(f"{cols} columns, {case}: the row {keep} gave other bits than the row kept")
+    assert not failures, "\n".join(failures)
+
+
 @pytest.mark.parametrize("cols", [4096, 65536, 1 << 20])
 def test_every_row_length_has_a_config_of_at_most_512_threads(cols):
     """A 1024-thread block does not launch for a kernel of more than 64 registers a thread (the
-    16-bit chain's and LayerNorm's on sm_90): the tuner's space for any row length holds a
+    16-bit chain's cached kernel on sm_90): the tuner's space for any row length holds a
     group of at most 512 threads."""
     from impls._frameworks.numba import rows
     for itemsize in (2, 4):

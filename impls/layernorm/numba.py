@@ -13,10 +13,12 @@ from numba import cuda, float32, int64, uint32
 
 from harness.registry import impl
 from impls._frameworks.numba.device import group_sum, group_welford, inlined, rsqrt, welford_merge
-from impls._frameworks.numba.rowchunks import (cache_base, cache_step, chunk_into, in_row, kept, load_step, step_values,
-                                               put_chunk, row_of, row_words, step_of, width)
+from impls._frameworks.numba.rowchunks import (CACHED, KEPT, cache_step, cached_step, chunk_words, in_row, load_step,
+                                               put_chunk, row_setup, row_words, step_of, step_value, step_values,
+                                               value_of, width)
 from impls._frameworks._launch import scratch
-from impls._frameworks.numba.rows import CHUNKS, MAX_CHUNK, STEP_MAX, grid, row_launcher, shared_bytes, whole
+from impls._frameworks.numba.rows import (CHUNKS, KEEPS, MAX_CHUNK, STEP_MAX, STEP_WORDS, grid, keep, row_launcher,
+                                          shared_bytes, whole)
 from impls._frameworks.numba.runtime import Launch, word_views
 
 WELFORD, TWO_PASS, NAIVE = 0, 1, 2
@@ -24,31 +26,30 @@ VARIANTS = {"welford": WELFORD, "two_pass": TWO_PASS, "naive": NAIVE}
 
 
 @inlined
-def _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, eps, group, cached, algorithm, whole):
+def _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, eps, group, kind, algorithm, whole):
     cache = cuda.shared.array(0, float32)
+    words = cuda.local.array(STEP_WORDS, uint32)
     values = cuda.local.array(STEP_MAX, float32)
-    gains = cuda.local.array(MAX_CHUNK, float32)
-    shifts = cuda.local.array(MAX_CHUNK, float32)
+    gains = cuda.local.array(4, uint32)
+    shifts = cuda.local.array(4, uint32)
     out = cuda.local.array(MAX_CHUNK, float32)
-    lane, slot, n, start, chunks = row_of(x, group, rows, cols)
-    base = cache_base(x, cache, slot, chunks)
-    x_wide, x_word = row_words(x, xp, start)
-    in_registers = kept(x, chunks, group)
+    lane, n, start, chunks, base, x_wide, x_word = row_setup(x, xp, cache, group, rows, cols)
     span = width(x)
     n_, mean, m2 = float32(0), float32(0), float32(0)     # naive: -, sum, sum of squares
     k = lane
     while k < chunks:
-        load_step(values, x, xw, x_wide, x_word, start, k, group, n, float32(0), cache, base, chunks, False, whole)
+        load_step(words, x, xw, x_wide, x_word, start, k, group, n, float32(0), whole)
         step_sum = float32(0)
         for u in range(step_values(x)):
+            values[u] = value_of(x, words, u)
             step_sum += values[u]
-        if cached and not in_registers:
+        if kind == CACHED:
             cache_step(values, x, cache, base, chunks, k, group, n, whole)
         if algorithm == WELFORD:
             count = 0
             for u in range(CHUNKS):
                 count += max(0, min(span, int64(n) - int64(span) * int64(k + u * group)))
-            step_mean = step_sum / float32(count)
+            step_mean = step_sum / float32(max(count, 1))     # no columns (a kept row's idle lane): merged as none
             step_m2 = float32(0)
             for u in range(step_values(x)):   # all of them, masked: a constant trip count keeps values in registers
                 if in_row(x, k, u // span, group, u % span, n, whole):
@@ -61,6 +62,8 @@ def _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, e
                 m2 += values[u] * values[u]
         else:
             mean += step_sum
+        if kind == KEPT:
+            break                     # one step covers the row
         k = uint32(k + step_of(x, group))
     if algorithm == WELFORD:
         n_, mean, m2 = group_welford(n_, mean, m2, group)
@@ -73,45 +76,58 @@ def _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, e
         squares = float32(0)
         k = lane
         while k < chunks:
-            if not in_registers:
-                load_step(values, x, xw, x_wide, x_word, start, k, group, n, float32(0), cache, base, chunks, cached,
-                          whole)
+            if kind == CACHED:
+                cached_step(values, x, cache, base, chunks, k, group, n, float32(0), whole)
+            elif kind != KEPT:
+                load_step(words, x, xw, x_wide, x_word, start, k, group, n, float32(0), whole)
             for u in range(step_values(x)):
                 if in_row(x, k, u // span, group, u % span, n, whole):
-                    deviation = values[u] - mean
+                    deviation = step_value(x, words, values, u, kind == CACHED) - mean
                     squares += deviation * deviation
+            if kind == KEPT:
+                break
             k = uint32(k + step_of(x, group))
         variance = group_sum(squares, group) / float32(cols)
     rstd = rsqrt(variance + eps)
+    # welford's kept row: the first pass's fp32 values (its step statistics hold them all live
+    # there anyway), not the words beside them: 64 registers in bf16 on sm_90, not 70. The
+    # same values: a conversion is exact.
+    fp32_kept = kind == KEPT and algorithm == WELFORD
     y_wide, y_word = row_words(y, yp, start)
     w_wide, w_word = row_words(weight, wp, 0)
     b_wide, b_word = row_words(bias, bp, 0)
     k = lane
     while k < chunks:
-        if not in_registers:
-            load_step(values, x, xw, x_wide, x_word, start, k, group, n, float32(0), cache, base, chunks, cached, whole)
+        if kind == CACHED:
+            cached_step(values, x, cache, base, chunks, k, group, n, float32(0), whole)
+        elif kind != KEPT:
+            load_step(words, x, xw, x_wide, x_word, start, k, group, n, float32(0), whole)
         for u in range(CHUNKS):
             ku = uint32(k + uint32(u * group))
-            chunk_into(gains, 0, weight, ww, w_wide, w_word, 0, ku, n, float32(0), whole)
-            chunk_into(shifts, 0, bias, bw, b_wide, b_word, 0, ku, n, float32(0), whole)
+            chunk_words(gains, 0, weight, ww, w_wide, w_word, 0, ku, n, float32(0), whole)
+            chunk_words(shifts, 0, bias, bw, b_wide, b_word, 0, ku, n, float32(0), whole)
             for t in range(span):
-                out[t] = (values[u * span + t] - mean) * rstd * gains[t] + shifts[t]
+                v = step_value(x, words, values, u * span + t, kind == CACHED or fp32_kept)
+                out[t] = (v - mean) * rstd * value_of(weight, gains, t) + value_of(bias, shifts, t)
             put_chunk(y, yw, y_wide, y_word, start, ku, n, out, whole)
+        if kind == KEPT:
+            break
         k = uint32(k + step_of(x, group))
 
 
-# One kernel per variant and row kind (rows.whole: whole, 16-byte aligned chunks, or any rows),
-# both constants of its code.
-def _kernel(algorithm, whole_rows):
-    def kernel(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, eps, group, cached):
-        _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, eps, group, cached, algorithm,
+# One kernel per variant, row shape (rows.whole: whole, 16-byte aligned chunks, or any rows)
+# and keep (rows.keep), all constants of its code.
+def _kernel(algorithm, whole_rows, kind):
+    def kernel(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, eps, group):
+        _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, eps, group, kind, algorithm,
                    whole_rows)
-    kernel.__name__ = kernel.__qualname__ = f"_{NAMES[algorithm]}{'_whole' if whole_rows else ''}"
+    kernel.__name__ = kernel.__qualname__ = f"_{NAMES[algorithm]}{'_whole' if whole_rows else ''}_{KEEPS[kind]}"
     return cuda.jit(cache=True)(kernel)
 
 
 NAMES = {v: k for k, v in VARIANTS.items()}
-KERNELS = {(algorithm, w): _kernel(algorithm, w) for algorithm in NAMES for w in (True, False)}
+KERNELS = {(algorithm, w, kind): _kernel(algorithm, w, kind) for algorithm in NAMES for w in (True, False)
+           for kind in KEEPS}
 
 
 def _register(variant: str, algorithm: int):
@@ -120,8 +136,8 @@ def _register(variant: str, algorithm: int):
         cols = x.shape[1]
 
         def make(config, args, rows):
-            return Launch(KERNELS[algorithm, whole(args, cols)], grid(config, rows), config["threads"],
-                          (*word_views(*args), rows, cols, np.float32(eps), config["group"], config["cached"]),
+            return Launch(KERNELS[algorithm, whole(args, cols), keep(config)], grid(config, rows), config["threads"],
+                          (*word_views(*args), rows, cols, np.float32(eps), config["group"]),
                           shared_bytes(config, cols), device=x.device)
         return row_launcher(("layernorm", variant), f"layernorm {variant}", (x, weight, bias, out),
                             scratch(cols, x.dtype, x.device, 1, 2), make, cacheable=True)

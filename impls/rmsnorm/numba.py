@@ -10,74 +10,82 @@ from numba import cuda, float32, uint32
 from harness.registry import impl
 from impls._frameworks._launch import scratch
 from impls._frameworks.numba.device import group_sum, inlined, rsqrt
-from impls._frameworks.numba.rowchunks import (cache_base, cache_step, chunk_into, kept, load_step, step_values, put_chunk,
-                                               row_of, row_words, step_of, width)
-from impls._frameworks.numba.rows import CHUNKS, MAX_CHUNK, STEP_MAX, grid, row_launcher, shared_bytes, whole
+from impls._frameworks.numba.rowchunks import (CACHED, KEPT, cache_step, chunk_words, load_step, put_chunk, row_setup,
+                                               row_words, step_of, step_value, step_values, cached_step, value_of,
+                                               width)
+from impls._frameworks.numba.rows import (CHUNKS, MAX_CHUNK, STEP_MAX, KEEPS, STEP_WORDS, grid, keep, row_launcher,
+                                          shared_bytes, whole)
 from impls._frameworks.numba.runtime import Launch, word_views
 
 
 @inlined
-def row_rstd(values, x, xw, x_wide, x_word, start, n, chunks, cols, eps, group, lane, cache, base, cached, whole):
+def row_rstd(words, values, x, xw, x_wide, x_word, start, n, chunks, cols, eps, group, lane, cache, base, kind, whole):
     """rsqrt(mean(x²) + eps) of the row at flat element ``start`` (every thread of its group
-    gets it); the row into its cache (rowchunks.cache_put) when ``cached``. Where one step
-    covers the row (rowchunks.kept), ``values`` holds this thread's chunks after it."""
+    gets it); the row into its cache (rowchunks.cache_put) when ``kind`` is CACHED. When KEPT,
+    ``words`` holds this thread's chunks after it."""
     squares = float32(0)
-    in_registers = kept(x, chunks, group)
     k = lane
     while k < chunks:
-        load_step(values, x, xw, x_wide, x_word, start, k, group, n, float32(0), cache, base, chunks, False, whole)
+        load_step(words, x, xw, x_wide, x_word, start, k, group, n, float32(0), whole)
         for u in range(step_values(x)):
-            squares += values[u] * values[u]
-        if cached and not in_registers:
+            v = value_of(x, words, u)
+            values[u] = v
+            squares += v * v
+        if kind == CACHED:
             cache_step(values, x, cache, base, chunks, k, group, n, whole)
+        if kind == KEPT:
+            break                     # one step covers the row
         k = uint32(k + step_of(x, group))
     total = group_sum(squares, group)
     return rsqrt(total / float32(cols) + eps)
 
 
 @inlined
-def _rmsnorm(x, xw, xp, weight, ww, wp, y, yw, yp, rows, cols, eps, group, cached, whole):
+def _rmsnorm(x, xw, xp, weight, ww, wp, y, yw, yp, rows, cols, eps, group, kind, whole):
     cache = cuda.shared.array(0, float32)
+    words = cuda.local.array(STEP_WORDS, uint32)
     values = cuda.local.array(STEP_MAX, float32)
-    gains = cuda.local.array(MAX_CHUNK, float32)
+    gains = cuda.local.array(4, uint32)
     out = cuda.local.array(MAX_CHUNK, float32)
-    lane, slot, n, start, chunks = row_of(x, group, rows, cols)
-    base = cache_base(x, cache, slot, chunks)
-    x_wide, x_word = row_words(x, xp, start)
-    rstd = row_rstd(values, x, xw, x_wide, x_word, start, n, chunks, cols, eps, group, lane, cache, base, cached, whole)
+    lane, n, start, chunks, base, x_wide, x_word = row_setup(x, xp, cache, group, rows, cols)
+    rstd = row_rstd(words, values, x, xw, x_wide, x_word, start, n, chunks, cols, eps, group, lane, cache, base, kind,
+                    whole)
     y_wide, y_word = row_words(y, yp, start)
     w_wide, w_word = row_words(weight, wp, 0)
-    in_registers = kept(x, chunks, group)
     span = width(x)
     k = lane
     while k < chunks:
-        if not in_registers:
-            load_step(values, x, xw, x_wide, x_word, start, k, group, n, float32(0), cache, base, chunks, cached, whole)
+        if kind == CACHED:
+            cached_step(values, x, cache, base, chunks, k, group, n, float32(0), whole)
+        elif kind != KEPT:
+            load_step(words, x, xw, x_wide, x_word, start, k, group, n, float32(0), whole)
         for u in range(CHUNKS):
             ku = uint32(k + uint32(u * group))
-            chunk_into(gains, 0, weight, ww, w_wide, w_word, 0, ku, n, float32(0), whole)
+            chunk_words(gains, 0, weight, ww, w_wide, w_word, 0, ku, n, float32(0), whole)
             for t in range(span):
-                out[t] = values[u * span + t] * rstd * gains[t]
+                out[t] = step_value(x, words, values, u * span + t, kind == CACHED) * rstd * value_of(weight, gains, t)
             put_chunk(y, yw, y_wide, y_word, start, ku, n, out, whole)
+        if kind == KEPT:
+            break
         k = uint32(k + step_of(x, group))
 
 
-# Two kernels over one body: rows of whole, 16-byte aligned chunks (rows.whole) and any rows.
-@cuda.jit(cache=True)
-def _rmsnorm_whole(x, xw, xp, weight, ww, wp, y, yw, yp, rows, cols, eps, group, cached):
-    _rmsnorm(x, xw, xp, weight, ww, wp, y, yw, yp, rows, cols, eps, group, cached, True)
+# One kernel per row shape (rows.whole: whole, 16-byte aligned chunks, or any rows) and keep
+# (rows.keep), constants of its code, over one body.
+def _kernel(whole_rows, kind):
+    def kernel(x, xw, xp, weight, ww, wp, y, yw, yp, rows, cols, eps, group):
+        _rmsnorm(x, xw, xp, weight, ww, wp, y, yw, yp, rows, cols, eps, group, kind, whole_rows)
+    kernel.__name__ = kernel.__qualname__ = f"_rmsnorm{'_whole' if whole_rows else ''}_{KEEPS[kind]}"
+    return cuda.jit(cache=True)(kernel)
 
 
-@cuda.jit(cache=True)
-def _rmsnorm_any(x, xw, xp, weight, ww, wp, y, yw, yp, rows, cols, eps, group, cached):
-    _rmsnorm(x, xw, xp, weight, ww, wp, y, yw, yp, rows, cols, eps, group, cached, False)
+KERNELS = {(w, kind): _kernel(w, kind) for w in (True, False) for kind in KEEPS}
 
 
 def launcher(x, weight, eps, y, config, rows):
     cols = x.shape[1]
-    kernel = _rmsnorm_whole if whole((x, weight, y), cols) else _rmsnorm_any
-    return Launch(kernel, grid(config, rows), config["threads"],
-                  (*word_views(x, weight, y), rows, cols, np.float32(eps), config["group"], config["cached"]),
+    return Launch(KERNELS[whole((x, weight, y), cols), keep(config)], grid(config, rows), config["threads"],
+                  (*word_views(x, weight, y), rows, cols, np.float32(eps), config["group"]),
                   shared_bytes(config, cols), device=x.device)
 
 

@@ -15,86 +15,93 @@ from impls._frameworks.numba.device import (CHUNK, chunk_load, chunk_store, end_
                                             per_word, row_silu, silu, store)
 from impls._frameworks.numba.launch import CHUNKS as FLAT_CHUNKS
 from impls._frameworks.numba.launch import blocks_for, tuned, with_grid
-from impls._frameworks.numba.rowchunks import (cache_base, chunk_into, kept, load_step, step_values, put_chunk, row_of,
-                                               row_words, step_of, width)
-from impls._frameworks.numba.rows import CHUNKS, MAX_CHUNK, STEP_MAX, grid, row_launcher, shared_bytes, whole
+from impls._frameworks.numba.rowchunks import (CACHED, KEPT, cached_step, chunk_words, load_step, put_chunk, row_setup,
+                                               row_words, step_of, step_value, value_of, width)
+from impls._frameworks.numba.rows import (CHUNKS, KEEPS, MAX_CHUNK, STEP_MAX, STEP_WORDS, grid, keep, row_launcher,
+                                          shared_bytes, whole)
 from impls._frameworks.numba.runtime import SIMULATED, Launch, flat_words, word_views
 from impls.rmsnorm.numba import bind as rmsnorm_bind
 from impls.rmsnorm.numba import row_rstd
 
 SILU, MUL, ADD = 0, 1, 2
 # The output pass takes a step's chunks of x (kept from the first pass where one step covers
-# the row) a part at a time: u and r for PART_VALUES values of each (one 16-bit chunk, two
-# fp32 ones) beside x's step stay in registers; a whole step of u and r at once (48 values of
-# fp32) put bf16's in local memory (ptxas: a 192-byte stack frame) and fp32's at 118 registers.
-PART_VALUES = 8      # a local array's size must be a constant
+# the row) a part at a time: u and r for a part's chunks (one of a 16-bit type, two of fp32:
+# 8 values of each, as words) beside x's step stay in registers; a whole step of u and r at
+# once (48 values of fp32) put bf16's in local memory (ptxas: a 192-byte stack frame) and
+# fp32's at 118 registers; two 16-bit chunks a part took 56 registers (bf16, kept), one 48.
+PART_WORDS = 8       # a local array's size must be a constant: two chunks' words
 
 
 @inlined
-def _part(h, values, gates, residuals, gains, out, rstd, x, u, uw, u_wide, u_word, r, rw, r_wide, r_word, weight, ww,
-          w_wide, w_word, y, yw, y_wide, y_word, start, k, group, n, whole):
+def _part(h, words, values, gates, residuals, gains, out, rstd, x, u, uw, u_wide, u_word, r, rw, r_wide, r_word,
+          weight, ww, w_wide, w_word, y, yw, y_wide, y_word, start, k, group, n, kind, whole):
     """Part h of a step's output (its chunks h·part .. h·part + part - 1). A function called
     with h a constant, not a loop over h: a loop LLVM does not unroll (the kernel for any rows
-    in fp32) indexes ``values`` by a variable, which puts it in local memory."""
+    in fp32) indexes the step by a variable, which puts it in local memory."""
     span = width(x)
-    part = PART_VALUES // span      # chunks in a part
+    part = 8 // span                # chunks a part: 1 of a 16-bit type, 2 of fp32
     if h >= CHUNKS // part:
         return
     for j in range(part):
         kj = uint32(k + uint32((h * part + j) * group))
-        chunk_into(gates, j * span, u, uw, u_wide, u_word, start, kj, n, float32(0), whole)
-        chunk_into(residuals, j * span, r, rw, r_wide, r_word, start, kj, n, float32(0), whole)
+        chunk_words(gates, j * 4, u, uw, u_wide, u_word, start, kj, n, float32(0), whole)
+        chunk_words(residuals, j * 4, r, rw, r_wide, r_word, start, kj, n, float32(0), whole)
     for j in range(part):
         kj = uint32(k + uint32((h * part + j) * group))
-        chunk_into(gains, 0, weight, ww, w_wide, w_word, 0, kj, n, float32(0), whole)
+        chunk_words(gains, 0, weight, ww, w_wide, w_word, 0, kj, n, float32(0), whole)
         for t in range(span):
             i, o = (h * part + j) * span + t, j * span + t
-            out[t] = row_silu(x, values[i] * rstd * gains[t]) * gates[o] + residuals[o]
+            normed = step_value(x, words, values, i, kind == CACHED) * rstd * value_of(weight, gains, t)
+            out[t] = row_silu(x, normed) * value_of(u, gates, o) + value_of(r, residuals, o)
         put_chunk(y, yw, y_wide, y_word, start, kj, n, out, whole)
 
 
 @inlined
-def _fused(x, xw, xp, weight, ww, wp, u, uw, up, r, rw, rp, y, yw, yp, rows, cols, eps, group, cached, whole):
+def _fused(x, xw, xp, weight, ww, wp, u, uw, up, r, rw, rp, y, yw, yp, rows, cols, eps, group, kind, whole):
     cache = cuda.shared.array(0, float32)
+    words = cuda.local.array(STEP_WORDS, uint32)
     values = cuda.local.array(STEP_MAX, float32)
-    gates = cuda.local.array(PART_VALUES, float32)
-    residuals = cuda.local.array(PART_VALUES, float32)
-    gains = cuda.local.array(MAX_CHUNK, float32)
+    gates = cuda.local.array(PART_WORDS, uint32)
+    residuals = cuda.local.array(PART_WORDS, uint32)
+    gains = cuda.local.array(4, uint32)
     out = cuda.local.array(MAX_CHUNK, float32)
-    lane, slot, n, start, chunks = row_of(x, group, rows, cols)
-    base = cache_base(x, cache, slot, chunks)
-    x_wide, x_word = row_words(x, xp, start)
-    rstd = row_rstd(values, x, xw, x_wide, x_word, start, n, chunks, cols, eps, group, lane, cache, base, cached, whole)
+    lane, n, start, chunks, base, x_wide, x_word = row_setup(x, xp, cache, group, rows, cols)
+    rstd = row_rstd(words, values, x, xw, x_wide, x_word, start, n, chunks, cols, eps, group, lane, cache, base, kind,
+                    whole)
     u_wide, u_word = row_words(u, up, start)
     r_wide, r_word = row_words(r, rp, start)
     y_wide, y_word = row_words(y, yp, start)
     w_wide, w_word = row_words(weight, wp, 0)
-    in_registers = kept(x, chunks, group)
     k = lane
     while k < chunks:
-        if not in_registers:
-            load_step(values, x, xw, x_wide, x_word, start, k, group, n, float32(0), cache, base, chunks, cached, whole)
+        if kind == CACHED:
+            cached_step(values, x, cache, base, chunks, k, group, n, float32(0), whole)
+        elif kind != KEPT:
+            load_step(words, x, xw, x_wide, x_word, start, k, group, n, float32(0), whole)
         # a step has CHUNKS (4) chunks, a part one or two of them: four parts at most
-        _part(0, values, gates, residuals, gains, out, rstd, x, u, uw, u_wide, u_word, r, rw, r_wide, r_word, weight,
-              ww, w_wide, w_word, y, yw, y_wide, y_word, start, k, group, n, whole)
-        _part(1, values, gates, residuals, gains, out, rstd, x, u, uw, u_wide, u_word, r, rw, r_wide, r_word, weight,
-              ww, w_wide, w_word, y, yw, y_wide, y_word, start, k, group, n, whole)
-        _part(2, values, gates, residuals, gains, out, rstd, x, u, uw, u_wide, u_word, r, rw, r_wide, r_word, weight,
-              ww, w_wide, w_word, y, yw, y_wide, y_word, start, k, group, n, whole)
-        _part(3, values, gates, residuals, gains, out, rstd, x, u, uw, u_wide, u_word, r, rw, r_wide, r_word, weight,
-              ww, w_wide, w_word, y, yw, y_wide, y_word, start, k, group, n, whole)
+        _part(0, words, values, gates, residuals, gains, out, rstd, x, u, uw, u_wide, u_word, r, rw, r_wide, r_word,
+              weight, ww, w_wide, w_word, y, yw, y_wide, y_word, start, k, group, n, kind, whole)
+        _part(1, words, values, gates, residuals, gains, out, rstd, x, u, uw, u_wide, u_word, r, rw, r_wide, r_word,
+              weight, ww, w_wide, w_word, y, yw, y_wide, y_word, start, k, group, n, kind, whole)
+        _part(2, words, values, gates, residuals, gains, out, rstd, x, u, uw, u_wide, u_word, r, rw, r_wide, r_word,
+              weight, ww, w_wide, w_word, y, yw, y_wide, y_word, start, k, group, n, kind, whole)
+        _part(3, words, values, gates, residuals, gains, out, rstd, x, u, uw, u_wide, u_word, r, rw, r_wide, r_word,
+              weight, ww, w_wide, w_word, y, yw, y_wide, y_word, start, k, group, n, kind, whole)
+        if kind == KEPT:
+            break
         k = uint32(k + step_of(x, group))
 
 
-# Two kernels over one body: rows of whole, 16-byte aligned chunks (rows.whole) and any rows.
-@cuda.jit(cache=True)
-def _fused_whole(x, xw, xp, weight, ww, wp, u, uw, up, r, rw, rp, y, yw, yp, rows, cols, eps, group, cached):
-    _fused(x, xw, xp, weight, ww, wp, u, uw, up, r, rw, rp, y, yw, yp, rows, cols, eps, group, cached, True)
+# One kernel per row shape (rows.whole: whole, 16-byte aligned chunks, or any rows) and keep
+# (rows.keep), constants of its code, over one body.
+def _kernel(whole_rows, kind):
+    def kernel(x, xw, xp, weight, ww, wp, u, uw, up, r, rw, rp, y, yw, yp, rows, cols, eps, group):
+        _fused(x, xw, xp, weight, ww, wp, u, uw, up, r, rw, rp, y, yw, yp, rows, cols, eps, group, kind, whole_rows)
+    kernel.__name__ = kernel.__qualname__ = f"_fused{'_whole' if whole_rows else ''}_{KEEPS[kind]}"
+    return cuda.jit(cache=True)(kernel)
 
 
-@cuda.jit(cache=True)
-def _fused_any(x, xw, xp, weight, ww, wp, u, uw, up, r, rw, rp, y, yw, yp, rows, cols, eps, group, cached):
-    _fused(x, xw, xp, weight, ww, wp, u, uw, up, r, rw, rp, y, yw, yp, rows, cols, eps, group, cached, False)
+KERNELS = {(w, kind): _kernel(w, kind) for w in (True, False) for kind in KEEPS}
 
 
 @cuda.jit(cache=True)
@@ -136,9 +143,8 @@ def bind_fused(x, weight, u, r, eps, out):
     cols = x.shape[1]
 
     def make(config, args, rows):
-        kernel = _fused_whole if whole(args, cols) else _fused_any
-        return Launch(kernel, grid(config, rows), config["threads"],
-                      (*word_views(*args), rows, cols, np.float32(eps), config["group"], config["cached"]),
+        return Launch(KERNELS[whole(args, cols), keep(config)], grid(config, rows), config["threads"],
+                      (*word_views(*args), rows, cols, np.float32(eps), config["group"]),
                       shared_bytes(config, cols), device=x.device)
     return row_launcher(("rmsnorm_silu_mul_add", "fused"), "rmsnorm_silu_mul_add fused", (x, weight, u, r, out),
                         scratch(cols, x.dtype, x.device, 3, 1), make, cacheable=True)

@@ -17,10 +17,11 @@ from numba import cuda, float32, uint32
 from harness.registry import impl
 from impls._frameworks.numba.device import (NEG_INF, group_max, group_online, group_sum, inlined, max_nan, online_add,
                                             row_exp)
-from impls._frameworks.numba.rowchunks import (cache_base, cache_step, kept, load_step, step_values, put_chunk, row_of,
-                                               row_words, step_of, width)
+from impls._frameworks.numba.rowchunks import (CACHED, KEPT, READ, cache_step, cached_step, load_step, put_chunk,
+                                               row_setup, row_words, step_of, step_values, value_of, width)
 from impls._frameworks._launch import scratch
-from impls._frameworks.numba.rows import CHUNKS, MAX_CHUNK, STEP_MAX, grid, row_launcher, shared_bytes, whole
+from impls._frameworks.numba.rows import (CHUNKS, KEEPS, MAX_CHUNK, STEP_MAX, STEP_WORDS, grid, keep, row_launcher,
+                                          shared_bytes, whole)
 from impls._frameworks.numba.runtime import Launch, word_views
 
 THREE_PASS, ONLINE, ON_CHIP = 0, 1, 2
@@ -28,81 +29,99 @@ VARIANTS = {"three_pass": THREE_PASS, "online": ONLINE, "on_chip": ON_CHIP}
 
 
 @inlined
-def _softmax(x, xw, xp, y, yw, yp, rows, cols, group, cached, algorithm, whole):
+def _softmax(x, xw, xp, y, yw, yp, rows, cols, group, kind, algorithm, whole):
     cache = cuda.shared.array(0, float32)
+    words = cuda.local.array(STEP_WORDS, uint32)
     values = cuda.local.array(STEP_MAX, float32)
     out = cuda.local.array(MAX_CHUNK, float32)
-    lane, slot, n, start, chunks = row_of(x, group, rows, cols)
-    base = cache_base(x, cache, slot, chunks)
-    x_wide, x_word = row_words(x, xp, start)
+    lane, n, start, chunks, base, x_wide, x_word = row_setup(x, xp, cache, group, rows, cols)
     y_wide, y_word = row_words(y, yp, start)
-    in_registers = kept(x, chunks, group)
     span = width(x)
-    # First pass: the max (and, online, the sum of exp(x - max) as the max grows).
+    # First pass: the max (and, online, the sum of exp(x - max) as the max grows). A kept row's
+    # passes run once on every lane, unguarded (a lane past the row holds -inf: it adds nothing
+    # to the max or the sum and stores nothing): guarded, its second pass's exps were written on
+    # some lanes only, which kept the first pass's values alive beside them (60 registers in
+    # bf16 on sm_90, 48 unguarded; the norms take fewer guarded: 40 against 48-62).
     m, d = NEG_INF, float32(0)
     k = lane
-    while k < chunks:
-        load_step(values, x, xw, x_wide, x_word, start, k, group, n, NEG_INF, cache, base, chunks, False, whole)
+    while k < chunks or kind == KEPT:
+        load_step(words, x, xw, x_wide, x_word, start, k, group, n, NEG_INF, whole)
         for u in range(step_values(x)):
+            v = value_of(x, words, u)
+            if kind == CACHED:
+                values[u] = v         # only here: a value written where it is not read keeps it alive
             if algorithm == ONLINE:
-                m, d = online_add(m, d, values[u])
+                m, d = online_add(m, d, v)
             else:
-                m = max_nan(m, values[u])
-        if cached and not in_registers:
+                m = max_nan(m, v)
+        if kind == CACHED:
             cache_step(values, x, cache, base, chunks, k, group, n, whole)
+        if kind == KEPT:
+            break                     # one step covers the row
         k = uint32(k + step_of(x, group))
     if algorithm == ONLINE:
         m, d = group_online(m, d, group)
     else:
         m = group_max(m, group)
         # Second pass: the sum of exp(x - max), from registers, the cache or x again; what is
-        # kept (registers, cache) becomes exp(x - max).
+        # kept (registers, cache) becomes exp(x - max), as fp32.
         k = lane
-        while k < chunks:
-            if not in_registers:
-                load_step(values, x, xw, x_wide, x_word, start, k, group, n, NEG_INF, cache, base, chunks, cached,
-                          whole)
+        while k < chunks or kind == KEPT:
+            if kind == CACHED:
+                cached_step(values, x, cache, base, chunks, k, group, n, NEG_INF, whole)
+            elif kind == READ:
+                load_step(words, x, xw, x_wide, x_word, start, k, group, n, NEG_INF, whole)
             # Unmasked: a column past the row is -inf (load_step's fill), its exp(-inf - m) = 0
             # adds nothing to d (where m is -inf or NaN every term is NaN, masked or not).
             for u in range(step_values(x)):
-                values[u] = row_exp(x, values[u] - m)
+                v = values[u] if kind == CACHED else value_of(x, words, u)
+                values[u] = row_exp(x, v - m)
                 d += values[u]
-            if cached and not in_registers:
+            if kind == CACHED:
                 cache_step(values, x, cache, base, chunks, k, group, n, whole)
+            if kind == KEPT:
+                break
             k = uint32(k + step_of(x, group))
         d = group_sum(d, group)
     # Last pass: exp(x - max) / sum (kept values are exp(x - max) already, but online's).
     scale = float32(1) / d
-    exps = algorithm != ONLINE and (cached or in_registers)
+    exps = algorithm != ONLINE and kind != READ
     k = lane
-    while k < chunks:
-        if not in_registers:
-            load_step(values, x, xw, x_wide, x_word, start, k, group, n, NEG_INF, cache, base, chunks, cached, whole)
+    while k < chunks or kind == KEPT:
+        if kind == CACHED:
+            cached_step(values, x, cache, base, chunks, k, group, n, NEG_INF, whole)
+        elif kind == READ:
+            load_step(words, x, xw, x_wide, x_word, start, k, group, n, NEG_INF, whole)
         for u in range(CHUNKS):
             for t in range(span):
+                j = u * span + t
                 if exps:
-                    out[t] = values[u * span + t] * scale
+                    out[t] = values[j] * scale
                 elif algorithm == ONLINE:
-                    out[t] = math.exp(values[u * span + t] - m) * scale
+                    v = values[j] if kind == CACHED else value_of(x, words, j)
+                    out[t] = math.exp(v - m) * scale
                 else:
-                    out[t] = row_exp(x, values[u * span + t] - m) * scale
+                    out[t] = row_exp(x, value_of(x, words, j) - m) * scale
             put_chunk(y, yw, y_wide, y_word, start, uint32(k + uint32(u * group)), n, out, whole)
+        if kind == KEPT:
+            break
         k = uint32(k + step_of(x, group))
 
 
-# One kernel per variant and row kind (rows.whole: whole, 16-byte aligned chunks, or any rows),
-# the algorithm, whether the row is cached and the row kind constants of its code.
-def _kernel(algorithm, whole_rows):
-    on_chip = algorithm == ON_CHIP
-
+# One kernel per variant, row shape (rows.whole: whole, 16-byte aligned chunks, or any rows)
+# and keep (rows.keep: on_chip caches the row, the others read it again, where one step does not
+# cover it), all constants of its code.
+def _kernel(algorithm, whole_rows, kind):
     def kernel(x, xw, xp, y, yw, yp, rows, cols, group):
-        _softmax(x, xw, xp, y, yw, yp, rows, cols, group, on_chip, algorithm, whole_rows)
-    kernel.__name__ = kernel.__qualname__ = f"_{NAMES[algorithm]}{'_whole' if whole_rows else ''}"
+        _softmax(x, xw, xp, y, yw, yp, rows, cols, group, kind, algorithm, whole_rows)
+    kernel.__name__ = kernel.__qualname__ = f"_{NAMES[algorithm]}{'_whole' if whole_rows else ''}_{KEEPS[kind]}"
     return cuda.jit(cache=True)(kernel)
 
 
 NAMES = {v: k for k, v in VARIANTS.items()}
-KERNELS = {(algorithm, w): _kernel(algorithm, w) for algorithm in NAMES for w in (True, False)}
+KEEPS_OF = {THREE_PASS: (KEPT, READ), ONLINE: (KEPT, READ), ON_CHIP: (KEPT, CACHED)}
+KERNELS = {(algorithm, w, kind): _kernel(algorithm, w, kind) for algorithm in NAMES for w in (True, False)
+           for kind in KEEPS_OF[algorithm]}
 
 
 def _register(variant: str, algorithm: int):
@@ -116,7 +135,7 @@ def _register(variant: str, algorithm: int):
             if on_chip and not (config["cached"] or config["kept"]):
                 raise ValueError(f"softmax on_chip: a {cols}-column row does not fit in 48 KiB of shared memory "
                                  "as fp32; the three_pass and online variants take it")
-            return Launch(KERNELS[algorithm, whole(args, cols)], grid(config, rows), config["threads"],
+            return Launch(KERNELS[algorithm, whole(args, cols), keep(config)], grid(config, rows), config["threads"],
                           (*word_views(*args), rows, cols, config["group"]), shared_bytes(config, cols),
                           device=x.device)
         return row_launcher(("softmax", variant), f"softmax {variant}", (x, out),

@@ -211,7 +211,7 @@ if not SIMULATED:
 # unpacks one into its elements as fp32 (four of a 16-bit type, two of fp32) and ``word_bits``
 # packs them back, each rounded once into the array's type. The 1-D kernels move *chunks* of
 # four elements (one word of a 16-bit type, two of fp32: ``chunk_load``/``chunk_store``); the
-# row kernels move 16-byte chunks, two words at once (``load_pair``/``store_pair``: one
+# row kernels move 16-byte chunks (``load_chunk``/``store_chunk``, below: one
 # 16-byte access on the GPU, through an LLVM vector load or store; Numba's own loads are at
 # most 8 bytes, its vector types being values, not array elements). A chunk not whole or not
 # aligned moves one element at a time: the values, and so the bits of every result, never
@@ -310,6 +310,34 @@ if not SIMULATED:
         return two
 
 
+def exact_bits(a, v):
+    """The bits of v in a's type (uint32) where a's type holds v exactly (the kernels' fills: 0
+    and -inf): by integer operations on v's fp32 bits, which fold to a constant for a constant
+    v (to_bits' cvt is inline PTX, which LLVM does not fold: a fill held in a register, copied
+    into each word a predicated load may replace). The simulator runs this Python."""
+    return to_bits(a, v)
+
+
+if not SIMULATED:
+    @overload(exact_bits, target="cuda")
+    def _exact_bits(a, v):
+        if a.dtype == types.int16:
+            return lambda a, v: uint32(float_bits(v) >> uint32(16))     # exact: the low half is 0
+
+        if a.dtype == types.float16:
+            def half(a, v):
+                b = float_bits(v)
+                sign = uint32((b >> uint32(16)) & uint32(0x8000))
+                magnitude = b & uint32(0x7FFFFFFF)
+                if magnitude == uint32(0):
+                    return sign
+                if magnitude == uint32(0x7F800000):
+                    return uint32(sign | uint32(0x7C00))
+                return half_bits(v)
+            return half
+        return lambda a, v: float_bits(v)
+
+
 @cuda.jit(device=True)
 def word_bits(a, v0, v1, v2, v3):
     """The word of a's type holding the first per_word(a) of the values (fp32: v0 and v1; v2
@@ -319,55 +347,103 @@ def word_bits(a, v0, v1, v2, v3):
     return uint64(to_bits(a, v0)) | (uint64(to_bits(a, v1)) << uint64(32))
 
 
+# A row kernel's 16-byte chunk moves as four 32-bit words (a 16-bit pair, or one fp32, each),
+# addressed by the row's first word (64-bit, once a row) and a 32-bit byte offset from it (a
+# chunk's, within the row: rows of fewer than 2^32 bytes). A 64-bit word index a chunk took
+# a 64-bit add and a 64-bit shift-add an operand and chunk (4 instructions); the offset form
+# lets LLVM hoist the row's address out of the loops, leaving one 32-bit product and one
+# 64-bit add (2). 32-bit words, not 64-bit ones, unpack into 16-bit halves without the
+# shifts across a 64-bit pair.
+
 if SIMULATED:
     @cuda.jit(device=True)
-    def load_pair(w, i):
-        """Words w[i] and w[i + 1] (i even, w 16-byte aligned): one 16-byte load on the GPU."""
-        return w[i], w[i + 1]
+    def load_chunk(w, word, offset):
+        """The 16 bytes at byte ``offset`` (a multiple of 16) from word ``word`` of w (a uint64
+        view, 16-byte aligned there) as four uint32, the first in the low bits of the first word:
+        one 16-byte load on the GPU."""
+        i = np.uint64(word) + np.uint64(offset // 8)
+        b0, b1 = np.uint64(w[i]), np.uint64(w[i + np.uint64(1)])
+        low = np.uint64(0xFFFFFFFF)
+        return (np.uint32(b0 & low), np.uint32(b0 >> np.uint64(32)), np.uint32(b1 & low),
+                np.uint32(b1 >> np.uint64(32)))
 
     @cuda.jit(device=True)
-    def store_pair(w, i, b0, b1):
-        """w[i], w[i + 1] = b0, b1 (i even, w 16-byte aligned): one 16-byte store on the GPU."""
-        w[i] = b0
-        w[i + 1] = b1
+    def store_chunk(w, word, offset, q0, q1, q2, q3):
+        """The 16 bytes at byte ``offset`` from word ``word`` of w = the four uint32 (load_chunk's
+        order): one 16-byte store on the GPU."""
+        i = np.uint64(word) + np.uint64(offset // 8)
+        w[i] = np.uint64(q0) | (np.uint64(q1) << np.uint64(32))
+        w[i + np.uint64(1)] = np.uint64(q2) | (np.uint64(q3) << np.uint64(32))
 else:
-    _PAIR = _ir.VectorType(_ir.IntType(64), 2)
+    _QUAD = _ir.VectorType(_ir.IntType(32), 4)
 
-    def _pair_pointer(context, builder, array_type, array, index):
+    def _quad_pointer(context, builder, array_type, array, word, offset):
         data = context.make_array(array_type)(context, builder, array).data
-        return builder.bitcast(builder.gep(data, [index]), _PAIR.as_pointer())
+        row = builder.bitcast(builder.gep(data, [word], inbounds=True), _ir.IntType(8).as_pointer())
+        at = builder.gep(row, [builder.zext(offset, _ir.IntType(64))], inbounds=True)
+        return builder.bitcast(at, _QUAD.as_pointer())
 
     @intrinsic
-    def _load_pair(typingctx, w, i):
+    def _load_chunk(typingctx, w, word, offset):
         def codegen(context, builder, sig, args):
-            pair = builder.load(_pair_pointer(context, builder, sig.args[0], args[0], args[1]), align=16)
-            pair.set_metadata("invariant.load", builder.module.add_metadata([]))
-            words = [builder.extract_element(pair, _ir.Constant(_ir.IntType(32), e)) for e in (0, 1)]
+            quad = builder.load(_quad_pointer(context, builder, sig.args[0], *args), align=16)
+            quad.set_metadata("invariant.load", builder.module.add_metadata([]))
+            words = [builder.extract_element(quad, _ir.Constant(_ir.IntType(32), e)) for e in range(4)]
             return context.make_tuple(builder, sig.return_type, words)
-        return _types.UniTuple(_types.uint64, 2)(w, _types.uint64), codegen
+        return _types.UniTuple(_types.uint32, 4)(w, _types.uint64, _types.uint32), codegen
 
     @intrinsic
-    def _store_pair(typingctx, w, i, b0, b1):
+    def _store_chunk(typingctx, w, word, offset, q0, q1, q2, q3):
         def codegen(context, builder, sig, args):
-            pair = _ir.Constant(_PAIR, _ir.Undefined)
-            for e, b in enumerate(args[2:]):
-                pair = builder.insert_element(pair, b, _ir.Constant(_ir.IntType(32), e))
-            builder.store(pair, _pair_pointer(context, builder, sig.args[0], args[0], args[1]), align=16)
+            quad = _ir.Constant(_QUAD, _ir.Undefined)
+            for e, q in enumerate(args[3:]):
+                quad = builder.insert_element(quad, q, _ir.Constant(_ir.IntType(32), e))
+            builder.store(quad, _quad_pointer(context, builder, sig.args[0], *args[:3]), align=16)
             return context.get_dummy_value()
-        return _types.void(w, _types.uint64, _types.uint64, _types.uint64), codegen
+        return _types.void(w, _types.uint64, _types.uint32, *(_types.uint32,) * 4), codegen
 
     @cuda.jit(device=True)
-    def load_pair(w, i):
-        """Words w[i] and w[i + 1] (i even, w 16-byte aligned) in one 16-byte load, marked
-        invariant (!invariant.load: the row kernels read only their inputs through it, which no
-        launch writes), so that it takes the read-only path, LDG.E.128.CONSTANT, as nvcc's
-        loads through the CUDA kernels' const __restrict__ pointers do."""
-        return _load_pair(w, uint64(i))
+    def load_chunk(w, word, offset):
+        """The 16 bytes at byte ``offset`` (a multiple of 16) from word ``word`` of w (16-byte
+        aligned there) as four uint32 in one 16-byte load, marked invariant (!invariant.load:
+        the row kernels read only their inputs through it, which no launch writes), so that it
+        takes the read-only path, LDG.E.128.CONSTANT, as nvcc's loads through the CUDA kernels'
+        const __restrict__ pointers do."""
+        return _load_chunk(w, uint64(word), uint32(offset))
 
     @cuda.jit(device=True)
-    def store_pair(w, i, b0, b1):
-        """w[i], w[i + 1] = b0, b1 (i even, w 16-byte aligned) in one 16-byte store."""
-        _store_pair(w, uint64(i), uint64(b0), uint64(b1))
+    def store_chunk(w, word, offset, q0, q1, q2, q3):
+        """The 16 bytes at byte ``offset`` from word ``word`` of w = the four uint32, in one
+        16-byte store."""
+        _store_chunk(w, uint64(word), uint32(offset), uint32(q0), uint32(q1), uint32(q2), uint32(q3))
+
+
+def element_bits(a, i):
+    """The bits of a[i] (uint32, in the low bits): what a chunk's word holds, so that an element
+    moved alone is held as the same bits. The simulator runs this Python; on the GPU the
+    overload below (one per type)."""
+    v = a[i]
+    if v.dtype == np.int16:
+        return np.uint32(np.uint16(v))
+    if v.dtype == np.float16:
+        return np.uint32(np.float16(v).view(np.uint16))
+    return np.float32(v).view(np.uint32)
+
+
+if not SIMULATED:
+    @intrinsic
+    def _half_bits_of(typingctx, h):
+        def codegen(context, builder, sig, args):   # a float16 is an i16 in LLVM (_half_from_bits)
+            return args[0]
+        return _types.uint16(_types.float16), codegen
+
+    @overload(element_bits, target="cuda")
+    def _element_bits(a, i):
+        if a.dtype == types.int16:
+            return lambda a, i: uint32(uint16(a[i]))
+        if a.dtype == types.float16:
+            return lambda a, i: uint32(_half_bits_of(a[i]))
+        return lambda a, i: float_bits(a[i])
 
 
 # --- shared memory by 32-bit addresses --------------------------------------------------
@@ -691,9 +767,29 @@ def _lower_lane(offset):
     return (cuda.threadIdx.x & offset) == 0
 
 
+# Past a warp, each warp's result goes through shared memory, indexed in 32 bits (unsigned):
+# Numba's 64-bit signed indices (wrapped around when negative) and a division by the group for
+# its first warp took 40-43 live registers in the block reduction of rmsnorm's kept bf16 kernel.
+
+@cuda.jit(device=True)
+def _warp_of():
+    return uint32(uint32(cuda.threadIdx.x) >> uint32(5))
+
+
 @cuda.jit(device=True)
 def _group_start_warp(group):
-    return (cuda.threadIdx.x // group) * (group // WARP)
+    """The group's first warp (group a power of two of at least a warp): tid // group · group // WARP."""
+    return uint32(uint32(uint32(cuda.threadIdx.x) & uint32(~uint32(uint32(group) - uint32(1)))) >> uint32(5))
+
+
+@cuda.jit(device=True)
+def _group_warps(group):
+    return uint32(uint32(group) >> uint32(5))
+
+
+@cuda.jit(device=True)
+def _is_warp_leader():
+    return (uint32(cuda.threadIdx.x) & uint32(WARP - 1)) == uint32(0)
 
 
 @cuda.jit(device=True)
@@ -705,14 +801,15 @@ def group_sum(v, group):
     if group <= WARP:
         return v
     partial = cuda.shared.array(MAX_WARPS, float32)
-    tid = cuda.threadIdx.x
-    if tid % WARP == 0:
-        partial[tid // WARP] = v
+    if _is_warp_leader():
+        partial[_warp_of()] = v
     cuda.syncthreads()
     first = _group_start_warp(group)
     total = partial[first]
-    for w in range(1, group // WARP):
-        total += partial[first + w]
+    w = uint32(1)
+    while w < _group_warps(group):
+        total += partial[uint32(first + w)]
+        w = uint32(w + uint32(1))
     cuda.syncthreads()
     return total
 
@@ -726,14 +823,15 @@ def group_max(v, group):
     if group <= WARP:
         return v
     partial = cuda.shared.array(MAX_WARPS, float32)
-    tid = cuda.threadIdx.x
-    if tid % WARP == 0:
-        partial[tid // WARP] = v
+    if _is_warp_leader():
+        partial[_warp_of()] = v
     cuda.syncthreads()
     first = _group_start_warp(group)
     total = partial[first]
-    for w in range(1, group // WARP):
-        total = max_nan(total, partial[first + w])
+    w = uint32(1)
+    while w < _group_warps(group):
+        total = max_nan(total, partial[uint32(first + w)])
+        w = uint32(w + uint32(1))
     cuda.syncthreads()
     return total
 
@@ -753,16 +851,18 @@ def group_welford(n, mean, m2, group):
     counts = cuda.shared.array(MAX_WARPS, float32)
     means = cuda.shared.array(MAX_WARPS, float32)
     m2s = cuda.shared.array(MAX_WARPS, float32)
-    tid = cuda.threadIdx.x
-    if tid % WARP == 0:
-        counts[tid // WARP] = n
-        means[tid // WARP] = mean
-        m2s[tid // WARP] = m2
+    if _is_warp_leader():
+        counts[_warp_of()] = n
+        means[_warp_of()] = mean
+        m2s[_warp_of()] = m2
     cuda.syncthreads()
     first = _group_start_warp(group)
     n, mean, m2 = counts[first], means[first], m2s[first]
-    for w in range(1, group // WARP):
-        n, mean, m2 = welford_merge(n, mean, m2, counts[first + w], means[first + w], m2s[first + w])
+    w = uint32(1)
+    while w < _group_warps(group):
+        i = uint32(first + w)
+        n, mean, m2 = welford_merge(n, mean, m2, counts[i], means[i], m2s[i])
+        w = uint32(w + uint32(1))
     cuda.syncthreads()
     return n, mean, m2
 
@@ -781,15 +881,17 @@ def group_online(m, d, group):
         return m, d
     maxima = cuda.shared.array(MAX_WARPS, float32)
     sums = cuda.shared.array(MAX_WARPS, float32)
-    tid = cuda.threadIdx.x
-    if tid % WARP == 0:
-        maxima[tid // WARP] = m
-        sums[tid // WARP] = d
+    if _is_warp_leader():
+        maxima[_warp_of()] = m
+        sums[_warp_of()] = d
     cuda.syncthreads()
     first = _group_start_warp(group)
     m, d = maxima[first], sums[first]
-    for w in range(1, group // WARP):
-        m, d = online_merge(m, d, maxima[first + w], sums[first + w])
+    w = uint32(1)
+    while w < _group_warps(group):
+        i = uint32(first + w)
+        m, d = online_merge(m, d, maxima[i], sums[i])
+        w = uint32(w + uint32(1))
     cuda.syncthreads()
     return m, d
 

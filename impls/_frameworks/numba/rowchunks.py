@@ -1,28 +1,41 @@
 """A row's chunks on the device (rows.py gives the rule of who takes which): this thread's
 place in its row's group, a chunk's load and store (16 bytes at once where the row allows),
-a step's chunks from the row's cache or from x, and the cache in shared memory.
+a step's chunks from x or from the row's cache, and the cache in shared memory.
 
 A chunk is 16 bytes of a row: ``width(a)`` columns (8 of a 16-bit type, 4 of fp32); the
 row's chunk k is its columns width·k .. width·k + width - 1. Thread ``lane`` of the group
-takes chunks lane, lane + group, ..., CHUNKS of them a step (k + u·group for u < CHUNKS), as
-``values[width·u ..]``: ``step_values(a)`` values a step (32 of a 16-bit type, 16 of fp32). A chunk past
-the row's end is ``fill``. Values live in local arrays the kernels index by constants only
-(every loop here has a trip count the type fixes), so that they stay in registers.
+takes chunks lane, lane + group, ..., CHUNKS of them a step (k + u·group for u < CHUNKS).
+A step from x is held as its raw 32-bit words (``words[4·u ..]``: rows.STEP_WORDS, a 16-bit
+pair or one fp32 each), converted to fp32 where a pass uses a value (``value_of``: one
+instruction for bf16, none for fp32): a kept 16-bit row takes 16 registers, not the 32 of its
+fp32 values, and the conversion is exact, so a value's bits are the same whichever way it is
+held. A step from the cache is fp32 (``values``). A chunk past the row's end is ``fill``.
+Local arrays are indexed by constants only (every loop here has a trip count the type fixes),
+so that they stay in registers.
 
-In-row indices (lane, chunk, column, cache slot) are 32-bit. Numba does every integer
-operation in 64 bits, whatever its operands' widths (uint32 + uint32 is a uint64); an index
-cast back to uint32 where it is made lets LLVM narrow the arithmetic to 32-bit instructions
-(a 64-bit add or compare is two, a 64-bit multiply several). Only a row's start (its first
-flat element and word) is 64-bit. So a row has fewer than 2^31 columns (rows.row_launcher
-refuses longer ones).
+A kernel is compiled for one *keep* (rows.keep, a constant of its code: where the row is
+held between passes): KEPT, one step of the group covers the row, held in registers for the
+later passes; CACHED, the row kept in shared memory as fp32; READ, read again from x each
+pass. Each keep's kernel holds its own code alone (one kernel branching on it took 61-64
+registers in bf16 on sm_90: the registers of the longest path).
+
+In-row indices (lane, chunk, column, cache slot, a chunk's byte offset) are 32-bit. Numba does
+every integer operation in 64 bits, whatever its operands' widths (uint32 + uint32 is a
+uint64); an index cast back to uint32 where it is made lets LLVM narrow the arithmetic to
+32-bit instructions (a 64-bit add or compare is two, a 64-bit multiply several). Only a row's
+start (its first flat element and word) is 64-bit. So a row has fewer than 2^31 columns and
+2^32 bytes (rows.row_launcher refuses longer ones).
 
 ``n`` is the row's column count as this thread sees it: 0 for a row past the batch, which
 visits nothing but still joins its group's reductions (they synchronise the block)."""
 from numba import cuda, int64, uint32, uint64
 
-from impls._frameworks.numba.device import (inlined, load, load_pair, per_word, shared_address, shared_load,
-                                            shared_store, store, store_pair, word_bits, word_values)
-from impls._frameworks.numba.rows import CHUNKS
+from impls._frameworks.numba.device import (LOW16, bits_float, element_bits, exact_bits, from_bits, inlined, load_chunk,
+                                            narrow, pair_bits, per_word, shared_address, shared_load, shared_store,
+                                            store, store_chunk, to_bits)
+from impls._frameworks.numba.rows import CACHED, CHUNKS, KEPT, READ  # noqa: F401 - the keeps, for the kernels
+
+CHUNK_BYTES = 16
 
 
 @inlined
@@ -37,10 +50,12 @@ def step_values(a):
     return CHUNKS * width(a)
 
 
-@cuda.jit(device=True)
-def row_of(x, group, rows, cols):
-    """(lane, slot, n, start, chunks): this thread's lane in its row's group, the row's slot in
-    the block, its columns (0 past the batch), its first flat element and its chunk count."""
+@inlined
+def row_setup(x, xp, cache, group, rows, cols):
+    """(lane, n, start, chunks, base, wide, word) of this thread's row, what every row kernel
+    begins with: its lane in the row's group, the row's columns (0 past the batch), its first
+    flat element and its chunk count, its cache's shared offset (cache_base) and x's
+    row_words."""
     tid = uint32(cuda.threadIdx.x)
     g = uint32(group)
     lane = uint32(tid & uint32(g - uint32(1)))      # group: a power of two
@@ -48,77 +63,110 @@ def row_of(x, group, rows, cols):
     row = int64(cuda.blockIdx.x) * int64(uint32(cuda.blockDim.x) // g) + int64(slot)
     n = uint32(cols) if row < rows else uint32(0)
     w = uint32(width(x))
-    return lane, slot, n, row * cols, uint32((n + uint32(w - uint32(1))) // w)
+    chunks = uint32((n + uint32(w - uint32(1))) // w)
+    start = row * cols
+    wide, word = row_words(x, xp, start)
+    return lane, n, start, chunks, cache_base(x, cache, slot, chunks), wide, word
 
 
 @cuda.jit(device=True)
 def row_words(a, phase, start):
     """(wide, word): whether the row starting at flat element ``start`` of a starts on a
     16-byte boundary (``phase``: a's first such element, -1 when a has no word view), and the
-    index of its first word."""
+    index of its first (8-byte) word."""
     rel = start - phase
     wide = phase >= 0 and rel >= 0 and rel % width(a) == 0
     return wide, uint64(rel // per_word(a)) if wide else uint64(0)
 
 
 @inlined
-def unpack_pair(values, o, a, b0, b1):
-    """values[o .. o + width) = the elements of words b0 and b1 as fp32."""
-    lo, hi = word_values(a, b0), word_values(a, b1)
-    half = per_word(a)
-    for t in range(half):
-        values[o + t] = lo[t]
-        values[o + half + t] = hi[t]
+def offset_of(k):
+    """Chunk k's byte offset from its row's first word (32-bit: rows of fewer than 2^32 bytes)."""
+    return uint32(k * uint32(CHUNK_BYTES))
 
 
 @inlined
-def chunk_into(values, o, a, w, wide, word, start, k, n, fill, whole):
-    """values[o .. o + width) = chunk k of the row at ``start`` as fp32, those from column n on
-    ``fill``. ``whole`` (a constant of the kernel's code: rows.whole): every chunk below n is
-    whole and 16-byte aligned, so a chunk is one predicated 16-byte load (fill's bits where it
-    is past the row), nothing else. Otherwise one 16-byte load when the row is aligned and the
-    chunk whole, else element by element (the same values)."""
+def fill_word(a, fill):
+    """A 32-bit word of ``fill`` (0 or -inf, which every type holds exactly: device.exact_bits,
+    a constant) in a's type: two 16-bit elements or one fp32."""
+    b = exact_bits(a, fill)
+    if narrow(a):
+        return uint32(b | (b << uint32(16)))
+    return b
+
+
+@inlined
+def value_of(a, words, j):
+    """Value j of a chunk or step of a held as words (chunk_words) as fp32: exact."""
+    if narrow(a):
+        q = words[j // 2]
+        return from_bits(a, q & LOW16) if j % 2 == 0 else from_bits(a, q >> uint32(16))
+    return bits_float(words[j])
+
+
+@inlined
+def element_or_fill(a, e, c, t, n, fill_bits):
+    """The bits of column c + t of the row at flat element e - c (fill's past column n)."""
+    return element_bits(a, e + uint64(t)) if uint32(c + uint32(t)) < n else fill_bits
+
+
+@inlined
+def chunk_words(words, o, a, w, wide, word, start, k, n, fill, whole):
+    """words[o .. o + 4) = chunk k of the row at ``start`` as its raw words, those from column n
+    on ``fill``'s bits. ``whole`` (a constant of the kernel's code: rows.whole): every chunk
+    below n is whole and 16-byte aligned, so a chunk is one predicated 16-byte load, nothing
+    else. Otherwise one 16-byte load when the row is aligned and the chunk whole, else element
+    by element (the same bits)."""
     span = width(a)
     c = uint32(k * uint32(span))
-    i = word + uint64(uint32(k * uint32(2)))
+    f = fill_word(a, fill)
     if whole:
-        b0 = b1 = fill_bits(a, fill)
+        q0 = q1 = q2 = q3 = f
         if c < n:
-            b0, b1 = load_pair(w, i)
-        unpack_pair(values, o, a, b0, b1)
-        return
-    if c >= n:
-        for t in range(span):
-            values[o + t] = fill
-        return
-    if wide and uint32(c + uint32(span)) <= n:
-        b0, b1 = load_pair(w, i)
-        unpack_pair(values, o, a, b0, b1)
-        return
-    e = uint64(start) + uint64(c)      # unsigned: Numba wraps a negative signed index around
-    for t in range(span):
-        values[o + t] = load(a, e + uint64(t)) if uint32(c + uint32(t)) < n else fill
+            q0, q1, q2, q3 = load_chunk(w, word, offset_of(k))
+    elif c >= n:
+        q0 = q1 = q2 = q3 = f
+    elif wide and uint32(c + uint32(span)) <= n:
+        q0, q1, q2, q3 = load_chunk(w, word, offset_of(k))
+    else:
+        e = uint64(start) + uint64(c)      # unsigned: Numba wraps a negative signed index around
+        fb = exact_bits(a, fill)
+        if narrow(a):
+            q0 = uint32(element_or_fill(a, e, c, 0, n, fb) | (element_or_fill(a, e, c, 1, n, fb) << uint32(16)))
+            q1 = uint32(element_or_fill(a, e, c, 2, n, fb) | (element_or_fill(a, e, c, 3, n, fb) << uint32(16)))
+            q2 = uint32(element_or_fill(a, e, c, 4, n, fb) | (element_or_fill(a, e, c, 5, n, fb) << uint32(16)))
+            q3 = uint32(element_or_fill(a, e, c, 6, n, fb) | (element_or_fill(a, e, c, 7, n, fb) << uint32(16)))
+        else:
+            q0 = uint32(element_or_fill(a, e, c, 0, n, fb))
+            q1 = uint32(element_or_fill(a, e, c, 1, n, fb))
+            q2 = uint32(element_or_fill(a, e, c, 2, n, fb))
+            q3 = uint32(element_or_fill(a, e, c, 3, n, fb))
+    words[o] = q0
+    words[o + 1] = q1
+    words[o + 2] = q2
+    words[o + 3] = q3
 
 
-@cuda.jit(device=True)
-def fill_bits(a, fill):
-    """A word of ``fill`` in a's type (four 16-bit or two fp32 elements)."""
-    return word_bits(a, fill, fill, fill, fill)
+@inlined
+def out_word(a, out, q):
+    """Word q of a chunk of a's type from out[...] (fp32), each rounded once (a pair of 16-bit
+    ones by one cvt: device.pair_bits)."""
+    if narrow(a):
+        return pair_bits(a, out[2 * q], out[2 * q + 1])
+    return to_bits(a, out[q])
 
 
 @inlined
 def put_chunk(a, w, wide, word, start, k, n, out, whole):
     """Columns of chunk k of the row at ``start`` (those below n) = out[0 .. width), each
-    rounded once into a's type (a pair of 16-bit ones by one cvt: device.word_bits): one
-    16-byte store where the chunk is whole and aligned."""
+    rounded once into a's type: one 16-byte store where the chunk is whole and aligned."""
     span = width(a)
     c = uint32(k * uint32(span))
     if c >= n:
         return
     if whole or (wide and uint32(c + uint32(span)) <= n):
-        half = per_word(a)
-        store_pair(w, word + uint64(uint32(k * uint32(2))), word_bits(a, out[0], out[1], out[2], out[3]),
-                   word_bits(a, out[half], out[half + 1], out[half + 2], out[half + 3]))
+        store_chunk(w, word, offset_of(k), out_word(a, out, 0), out_word(a, out, 1), out_word(a, out, 2),
+                    out_word(a, out, 3))
         return
     e = uint64(start) + uint64(c)
     for t in range(span):
@@ -157,25 +205,36 @@ def cache_get(values, o, cache, base, chunks, k, n, fill, span, whole):
         values[o + t] = shared_load(cache, uint32(at + uint32(t) * stride)) if inside else fill
 
 
-# --- a step: CHUNKS chunks a thread, into (or from) a local array of fp32 (rows.STEP_MAX) that the
-# kernels index by constants only, so that it lives in registers ----------------------------
+# --- a step: CHUNKS chunks a thread, into (or from) a local array that the kernels index by
+# constants only, so that it lives in registers -----------------------------------------------
 
 @inlined
-def load_step(values, x, xw, wide, word, start, k, group, n, fill, cache, base, chunks, cached, whole):
-    """values[width·u ..] = chunk k + u·group of the row for u < CHUNKS: from its cache when
-    ``cached``, else from x; past the row's end ``fill``."""
+def load_step(words, x, xw, wide, word, start, k, group, n, fill, whole):
+    """words[4·u ..] = chunk k + u·group of the row for u < CHUNKS (chunk_words), from x."""
+    for u in range(CHUNKS):
+        chunk_words(words, 4 * u, x, xw, wide, word, start, uint32(k + uint32(u * group)), n, fill, whole)
+
+
+@inlined
+def cached_step(values, x, cache, base, chunks, k, group, n, fill, whole):
+    """values[width·u ..] = chunk k + u·group of the row for u < CHUNKS, from its cache (fp32)."""
     span = width(x)
     for u in range(CHUNKS):
-        ku = uint32(k + uint32(u * group))
-        if cached:
-            cache_get(values, u * span, cache, base, chunks, ku, n, fill, span, whole)
-        else:
-            chunk_into(values, u * span, x, xw, wide, word, start, ku, n, fill, whole)
+        cache_get(values, u * span, cache, base, chunks, uint32(k + uint32(u * group)), n, fill, span, whole)
+
+
+@inlined
+def step_value(x, words, values, j, cached):
+    """Value j of the step a pass holds: from the cache's fp32 ``values`` when ``cached`` (a
+    constant of the pass), else converted from x's ``words``."""
+    if cached:
+        return values[j]
+    return value_of(x, words, j)
 
 
 @inlined
 def cache_step(values, x, cache, base, chunks, k, group, n, whole):
-    """The step's chunks (load_step's) into the row's cache."""
+    """The step's fp32 values (load_step's, converted) into the row's cache."""
     span = width(x)
     for u in range(CHUNKS):
         cache_put(cache, base, chunks, uint32(k + uint32(u * group)), n, values, u * span, span, whole)
@@ -185,13 +244,6 @@ def cache_step(values, x, cache, base, chunks, k, group, n, whole):
 def step_of(x, group):
     """Chunks a step advances a thread by: CHUNKS·group."""
     return uint32(uint32(CHUNKS) * uint32(group))
-
-
-@cuda.jit(device=True)
-def kept(x, chunks, group):
-    """Whether one step covers the row: its values then stay in the step's registers for the
-    later passes (neither the cache nor x read again)."""
-    return chunks <= step_of(x, group)
 
 
 @inlined

@@ -8,7 +8,7 @@ group takes chunks j, j + group, ..., CHUNKS of them a step (32 values of a 16-b
 of fp32), their loads issued before any is used, taking a step's values in column order within
 a chunk and chunk order within the step, adding them into one fp32 partial. A chunk moves as
 one 16-byte load or store when the row starts on a 16-byte boundary and as single elements
-otherwise (rowchunks.chunk_into): the same values in the same order, so a row's alignment
+otherwise (rowchunks.chunk_words): the same values in the same order, so a row's alignment
 changes no bit. Where every operand's rows hold whole, aligned chunks (``whole``: cols a
 multiple of ``chunk``, each tensor 16-byte aligned) a kernel compiled for such rows runs, a
 chunk one predicated 16-byte load; otherwise one that tests each chunk. Both do the same
@@ -18,7 +18,8 @@ thread adds its columns in, in fp32, and the reduction tree (device.py);
 ``threads``, ``cached`` (the row kept in shared memory
 as fp32 between its passes, where it fits, instead of read again), ``kept`` (one step of
 the group covers the row: its values stay in registers between the passes, no cache, no
-second read; it follows from the group and the row length) and the row kind change no bit.
+second read; it follows from the group and the row length) and ``whole`` change no bit. Each
+keep (``keep``: KEPT, CACHED, READ) and ``whole`` is a kernel of its own, compiled for it.
 The group is chosen once per (op, variant, row length, dtype), on the tuner's scratch
 problems, whatever the batch: batch invariance.
 
@@ -34,6 +35,12 @@ CHUNKS = 4                    # chunks (of 16 bytes) in flight per thread per st
 CHUNK_BYTES = 16              # a chunk: one 16-byte load or store
 MAX_CHUNK = 8                 # columns a chunk holds at most (a 16-bit type's)
 STEP_MAX = CHUNKS * MAX_CHUNK  # values a step holds at most (the kernels' local arrays)
+STEP_WORDS = CHUNKS * CHUNK_BYTES // 4   # a step's 32-bit words (rowchunks.load_step)
+# Where a row is held between its passes (its *keep*), each a kernel of its own (rowchunks):
+# one step covers the row (kept in registers), the row cached in shared memory, or read again
+# from x each pass.
+KEPT, CACHED, READ = 0, 1, 2
+KEEPS = {KEPT: "kept", CACHED: "cached", READ: "read"}
 NEUTRAL = ("threads", "cached")
 # Dynamic shared memory a block may take: the 48 KiB a block gets without opting in (Numba
 # cannot opt in) covers the kernels' static arrays too (up to 512 B, the group reductions'),
@@ -83,8 +90,9 @@ def configs(cols: int, cacheable: bool, itemsize: int) -> list[dict]:
     """Every group with MIN_PER_THREAD to MAX_PER_THREAD columns a thread (the ends of the range
     stretched so that short and very long rows have one). A block of 1024 threads launches only
     where the kernel takes at most 64 registers a thread (Numba compiles without launch bounds;
-    the 16-bit chain and LayerNorm kernels take 64-95 on sm_90), so where 1024 is the largest
-    group in range, 512 is a candidate too: every row length keeps one that launches."""
+    the 16-bit chain's cached kernel takes 71 on sm_90), so
+    where 1024 is the largest group in range, 512 is a candidate too: every row length keeps
+    one that launches."""
     groups = [g for g in (1 << k for k in range(11)) if MIN_PER_THREAD <= -(-cols // g) <= MAX_PER_THREAD]
     if not groups:
         groups = [1] if cols < MIN_PER_THREAD else [1024]
@@ -101,6 +109,11 @@ def shared_bytes(config: dict, cols: int) -> int:
     return cache_bytes(config, cols) if config["cached"] else 0
 
 
+def keep(config: dict) -> int:
+    """Where a config's rows are held between passes: KEPT, CACHED or READ (its kernel's)."""
+    return KEPT if config["kept"] else CACHED if config["cached"] else READ
+
+
 def grid(config: dict, rows: int) -> int:
     per_block = config["threads"] // config["group"]
     return max(1, -(-rows // per_block))
@@ -112,9 +125,9 @@ def row_launcher(key: tuple, label: str, inputs: tuple, scratch, bind, cacheable
     ``inputs[0]`` is x, ``inputs[-1]`` the output."""
     x = inputs[0]
     rows, cols = x.shape
-    if cols >= 1 << 31:
+    if cols >= 1 << 31 or cols * x.element_size() >= 1 << 32:
         raise ValueError(f"rows of {cols} columns: the Numba row kernels index within a row in 32 bits (rows of "
-                         "fewer than 2^31 columns); reshape the input into shorter rows")
+                         "fewer than 2^31 columns and 2^32 bytes); reshape the input into shorter rows")
     if SIMULATED:
         config = sim_config(cols, cacheable, x.element_size())
         return configured(bind(config, inputs, rows), {**config, "whole": whole(inputs, cols), "simulated": True})
