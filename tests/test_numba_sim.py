@@ -352,3 +352,49 @@ def test_a_simulated_warp_waits_for_a_slow_lane_and_gives_up_only_when_the_launc
     t.abort = True   # what the simulator sets on every thread when one raises
     t.join(5)
     assert not t.is_alive() and errors and "another lane" in errors[0]
+
+
+def _refusal(monkeypatch, key, cols, dtype, **changes):
+    """The error ``key``'s bind gives (before any launch) for the simulator's config with ``changes``."""
+    from impls._frameworks.numba import rows
+    op = OPS[key[0]]()
+    inputs = op.inputs((2, cols), dtype, CPU, seed=cols, case="random")
+    monkeypatch.setattr(rows, "sim_config", lambda n, cacheable, size: {**rows.shape(1, n, cacheable, size), **changes})
+    with pytest.raises(ValueError) as error:
+        registry.registered()[key].bind(**inputs, out=op.make_output(inputs))
+    return str(error.value)
+
+
+def test_a_config_its_kernel_cannot_take_is_refused_before_its_launcher_is_made(monkeypatch):
+    """rows.check: a kept row on a group whose step does not cover it would write only that step
+    (64 fp32 columns on one thread: 16 a step) and a variant's missing keep has no kernel;
+    both are refused by the op's bind, naming the problem and what to give, as is each other
+    config no kernel takes."""
+    from impls._frameworks.numba import rows
+    message = _refusal(monkeypatch, ("rmsnorm", "numba", "-"), 64, torch.float32, kept=True, cached=False)
+    assert "Numba rmsnorm: kept needs one step" in message and "16 of a row's 64 columns" in message \
+        and "give kept=False or a group of at least 4" in message, message
+    message = _refusal(monkeypatch, ("softmax", "numba", "three_pass"), 64, torch.float32, kept=False, cached=True)
+    assert "Numba softmax three_pass has no kernel for a row cached (it has kept, read)" in message, message
+    fine = rows.shape(4, 64, True, 4)
+    for changes, expected in (
+            (dict(group=3), "power of two from 1 to 1024, got 3"),
+            (dict(group=2048), "power of two from 1 to 1024, got 2048"),
+            (dict(threads=48), "48 threads a block: give a multiple of 32"),
+            (dict(group=64, threads=32), "multiple of 32 and of the row's 64 threads"),
+            (dict(threads=2048), "at most 1024"),
+            (dict(chunk=8), "holds 4 columns (16 bytes), got chunk 8"),
+            (dict(kept=True, cached=True), "not both"),
+            (dict(group=32, threads=1024, kept=False, cached=True), "past the 48128 a block may take")):
+        with pytest.raises(ValueError) as error:
+            rows.check({**fine, **changes}, 64 if "cached" not in changes or changes.get("kept") else 1000, 4, "op")
+        assert expected in str(error.value), (changes, str(error.value))
+
+
+def test_every_config_the_tuner_or_the_simulator_gives_passes_the_check():
+    from impls._frameworks.numba import rows
+    for cols in (1, 7, 100, 101, 600, 4096, 12289, 65536, 1 << 20):
+        for itemsize in (2, 4):
+            for cacheable in (True, False):
+                for config in [*rows.configs(cols, cacheable, itemsize), rows.sim_config(cols, cacheable, itemsize)]:
+                    rows.check(config, cols, itemsize, "op")

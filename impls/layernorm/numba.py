@@ -17,8 +17,8 @@ from impls._frameworks.numba.rowchunks import (CACHED, KEPT, cache_step, cached_
                                                put_chunk, row_setup, row_words, step_of, step_value, step_values,
                                                value_of, width)
 from impls._frameworks._launch import scratch
-from impls._frameworks.numba.rows import (CHUNKS, KEEPS, MAX_CHUNK, STEP_MAX, STEP_WORDS, grid, keep, row_launcher,
-                                          shared_bytes, whole)
+from impls._frameworks.numba.rows import (CHUNKS, KEEPS, MAX_CHUNK, STEP_MAX, STEP_WORDS, check, grid, keep,
+                                          row_launcher, shared_bytes, whole)
 from impls._frameworks.numba.runtime import Launch, word_views
 
 WELFORD, TWO_PASS, NAIVE = 0, 1, 2
@@ -136,6 +136,7 @@ def _register(variant: str, algorithm: int):
         cols = x.shape[1]
 
         def make(config, args, rows):
+            check(config, cols, x.element_size(), f"Numba layernorm {variant}")
             return Launch(KERNELS[algorithm, whole(args, cols), keep(config)], grid(config, rows), config["threads"],
                           (*word_views(*args), rows, cols, np.float32(eps), config["group"]),
                           shared_bytes(config, cols), device=x.device)

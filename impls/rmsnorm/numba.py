@@ -13,8 +13,8 @@ from impls._frameworks.numba.device import group_sum, inlined, rsqrt
 from impls._frameworks.numba.rowchunks import (CACHED, KEPT, cache_step, chunk_words, load_step, put_chunk, row_setup,
                                                row_words, step_of, step_value, step_values, cached_step, value_of,
                                                width)
-from impls._frameworks.numba.rows import (CHUNKS, MAX_CHUNK, STEP_MAX, KEEPS, STEP_WORDS, grid, keep, row_launcher,
-                                          shared_bytes, whole)
+from impls._frameworks.numba.rows import (CHUNKS, MAX_CHUNK, STEP_MAX, KEEPS, STEP_WORDS, check, grid, keep,
+                                          row_launcher, shared_bytes, whole)
 from impls._frameworks.numba.runtime import Launch, word_views
 
 
@@ -84,6 +84,7 @@ KERNELS = {(w, kind): _kernel(w, kind) for w in (True, False) for kind in KEEPS}
 
 def launcher(x, weight, eps, y, config, rows):
     cols = x.shape[1]
+    check(config, cols, x.element_size(), "Numba rmsnorm")
     return Launch(KERNELS[whole((x, weight, y), cols), keep(config)], grid(config, rows), config["threads"],
                   (*word_views(x, weight, y), rows, cols, np.float32(eps), config["group"]),
                   shared_bytes(config, cols), device=x.device)

@@ -17,8 +17,8 @@ from impls._frameworks.numba.launch import CHUNKS as FLAT_CHUNKS
 from impls._frameworks.numba.launch import blocks_for, tuned, with_grid
 from impls._frameworks.numba.rowchunks import (CACHED, KEPT, cached_step, chunk_words, load_step, put_chunk, row_setup,
                                                row_words, step_of, step_value, value_of, width)
-from impls._frameworks.numba.rows import (CHUNKS, KEEPS, MAX_CHUNK, STEP_MAX, STEP_WORDS, grid, keep, row_launcher,
-                                          shared_bytes, whole)
+from impls._frameworks.numba.rows import (CHUNKS, KEEPS, MAX_CHUNK, STEP_MAX, STEP_WORDS, check, grid, keep,
+                                          row_launcher, shared_bytes, whole)
 from impls._frameworks.numba.runtime import SIMULATED, Launch, flat_words, word_views
 from impls.rmsnorm.numba import bind as rmsnorm_bind
 from impls.rmsnorm.numba import row_rstd
@@ -143,6 +143,7 @@ def bind_fused(x, weight, u, r, eps, out):
     cols = x.shape[1]
 
     def make(config, args, rows):
+        check(config, cols, x.element_size(), "Numba rmsnorm_silu_mul_add fused")
         return Launch(KERNELS[whole(args, cols), keep(config)], grid(config, rows), config["threads"],
                       (*word_views(*args), rows, cols, np.float32(eps), config["group"]),
                       shared_bytes(config, cols), device=x.device)

@@ -114,6 +114,38 @@ def keep(config: dict) -> int:
     return KEPT if config["kept"] else CACHED if config["cached"] else READ
 
 
+def check(config: dict, cols: int, itemsize: int, label: str, keeps: tuple = tuple(KEEPS)) -> None:
+    """The error a config gets before its launcher is made, where its kernel would not cover
+    the row or would not launch: each device kernel takes the config as given (its keep a
+    constant of its code), so a kept row on a group too small for it would write only the
+    part one step covers, with no error. ``keeps``: the keeps the variant has a kernel for."""
+    group, threads, chunk = config["group"], config["threads"], config["chunk"]
+    if not (1 <= group <= 1024 and group & (group - 1) == 0):
+        raise ValueError(f"{label}: threads per row (group) must be a power of two from 1 to 1024, got {group}")
+    if not (32 <= threads <= 1024 and threads % 32 == 0 and threads % group == 0):
+        raise ValueError(f"{label}: {threads} threads a block: give a multiple of 32 and of the row's {group} "
+                         "threads, at most 1024")
+    if chunk != chunk_of(itemsize):
+        raise ValueError(f"{label}: a chunk of {itemsize}-byte elements holds {chunk_of(itemsize)} columns "
+                         f"(16 bytes), got chunk {chunk}")
+    if config["kept"] and config["cached"]:
+        raise ValueError(f"{label}: a row is kept in registers or cached in shared memory, not both: "
+                         "give kept or cached False")
+    steps = -(-cols // chunk)
+    if config["kept"] and steps > CHUNKS * group:
+        raise ValueError(f"{label}: kept needs one step of the group to cover the row, but {group} threads take "
+                         f"{CHUNKS * group * chunk} of a row's {cols} columns a step; give kept=False or a group "
+                         f"of at least {_pow2_at_least(-(-steps // CHUNKS))}")
+    if config["cached"] and cache_bytes(config, cols) > SHARED_LIMIT:
+        raise ValueError(f"{label}: {threads // group} cached rows of {cols} columns take "
+                         f"{cache_bytes(config, cols)} bytes of shared memory, past the {SHARED_LIMIT} a block may "
+                         "take; give fewer threads a block or cached=False")
+    if keep(config) not in keeps:
+        raise ValueError(f"{label} has no kernel for a row {KEEPS[keep(config)]} (it has "
+                         f"{', '.join(KEEPS[k] for k in keeps)}); give a config whose row is "
+                         f"{' or '.join(KEEPS[k] for k in keeps)}")
+
+
 def grid(config: dict, rows: int) -> int:
     per_block = config["threads"] // config["group"]
     return max(1, -(-rows // per_block))
