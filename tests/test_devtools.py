@@ -1,6 +1,7 @@
 """devtools/ on a CPU: compiled-code names a bad argument and what it needs; gpu-run checks
 its steps and its OUT before it installs or runs anything."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -85,13 +86,16 @@ def test_numba_sass_shows_the_row_kernels_moving_16_bytes_a_load():
     """devtools/numba-sass compiles rmsnorm's Numba kernels to SASS (sm_90, no GPU): every
     global load and store of the whole-row kernel is 16 bytes wide (LDG.E.128/STG.E.128, none of
     8 bytes), in bf16 and fp32, for each keep (kept in registers, cached, read again), and it
-    names a bad op."""
+    names a bad op. With nvcc (--cuda) it shows the CUDA kernels beside them, as rows.cuh
+    declares them (Row<T, P, TRIP, W>): the looped one's loops per value of its TRIP packs."""
     import shutil
-    ptxas = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "ptxas"
-    if not (ptxas.exists() or shutil.which("ptxas")):
+    home = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin"
+    if not ((home / "ptxas").exists() or shutil.which("ptxas")):
         pytest.skip("no ptxas (a CUDA toolkit) to compile PTX to SASS")
+    with_cuda = (home / "nvcc").exists() or bool(shutil.which("nvcc"))
     tool = str(ROOT / "devtools" / "numba-sass")
-    proc = subprocess.run([sys.executable, tool, "rmsnorm"], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, tool, *(["--cuda"] if with_cuda else []), "rmsnorm"], capture_output=True,
+                          text=True, timeout=300)
     if proc.returncode and "Failure finding" in proc.stdout + proc.stderr:   # no NVRTC/libnvvm for Numba
         pytest.skip(f"Numba cannot compile here: {(proc.stdout + proc.stderr)[-500:]}")
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -100,6 +104,23 @@ def test_numba_sass_shows_the_row_kernels_moving_16_bytes_a_load():
     for line in kernels:
         assert "LDG.E.128" in line and "STG.E.128" in line and ".64 " not in line.split("instructions;")[1], line
     assert "loop of" in proc.stdout, proc.stdout
+    if with_cuda:
+        reports, name = {}, None      # each CUDA kernel's loop lines
+        for line in proc.stdout.splitlines():
+            if line.startswith("cuda void "):
+                name = line.split(":")[0].removeprefix("cuda void ")
+                reports[name] = []
+            elif line.startswith("  loop of") and name:
+                reports[name].append(line)
+            elif not line.startswith("  "):
+                name = None
+        assert set(reports) == {"rmsnorm_rows<__nv_bfloat16, 4, 0, true>", "rmsnorm_rows<__nv_bfloat16, 0, 4, true>",
+                                "rmsnorm_rows<float, 4, 0, true>"}, proc.stdout
+        looped = reports["rmsnorm_rows<__nv_bfloat16, 0, 4, true>"]
+        assert looped, proc.stdout
+        for line in looped:   # 4 packs of 8 bf16 a trip: 32 values
+            size, per_value = re.match(r"\s+loop of (\d+) \(([\d.]+)/value\)", line).groups()
+            assert f"{int(size) / 32:.1f}" == per_value, line
     bad = subprocess.run([sys.executable, tool, "rmsnrom"], capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "unknown op rmsnrom" in bad.stderr, bad.stderr
 
