@@ -193,6 +193,24 @@ def test_a_row_config_with_a_bad_trip_is_refused_before_any_launch():
         check(16, 8192, dict(group=256, packs=4, threads=256, trip=4), 2, "t")
 
 
+def test_a_row_whose_last_pack_would_end_past_a_32_bit_index_is_refused():
+    """rows.cuh tests a pack's end, (j + 1) * N <= cols, in 32 bits: a row of 2^31 - 1 elements
+    would wrap it at its last pack. The host check (rows.py's, host.cuh's the same bound) takes
+    rows up to 2^31 - 16 elements and refuses one more, in any dtype."""
+    from impls._frameworks.cuda.rows import MAX_COLS, check
+    assert MAX_COLS == 2 ** 31 - 16
+    header = (Path(__file__).resolve().parent.parent / "impls/_frameworks/cuda/rows.cuh").read_text()
+    assert "constexpr int64_t MAX_ROW_ELEMENTS = (int64_t{1} << 31) - 16;" in header
+    host = (Path(__file__).resolve().parent.parent / "impls/_frameworks/cuda/host.cuh").read_text()
+    assert "cols <= MAX_ROW_ELEMENTS" in host
+    looped = dict(group=512, packs=0, threads=512, trip=1)
+    for itemsize in (2, 4):
+        check(1, MAX_COLS, looped, itemsize, "t")
+        for cols in (MAX_COLS + 1, 2 ** 31 - 1, 0):
+            with pytest.raises(ValueError, match=rf"t: rows of {cols} elements are not supported \(1 to 2\^31 - 16"):
+                check(1, cols, looped, itemsize, "t")
+
+
 def test_the_naive_sums_scratch_holds_every_pass_but_the_last():
     from impls.sum.cuda import naive_scratch
 

@@ -113,11 +113,12 @@ inline void check_rows(int64_t rows, int64_t cols, int64_t group, int64_t thread
     TORCH_CHECK(threads <= max_threads(static_cast<int>(packs_kept)), name, ": a row kernel keeping ", packs_kept,
                 " packs a thread runs blocks of at most ", max_threads(static_cast<int>(packs_kept)), " threads, got ",
                 threads);
-    TORCH_CHECK(packs_kept > 0 || trip == 1 || trip == 2 || trip == 4, name,
+    TORCH_CHECK(packs_kept > 0 || valid_trip(0, static_cast<int>(trip)), name,
                 ": a looped row (packs 0) reads 1, 2 or 4 packs a thread a trip, got trip ", trip);
-    TORCH_CHECK(packs_kept == 0 || trip == 0, name, ": a row kept in registers (packs ", packs_kept,
-                ") has no trip (0), got trip ", trip);
-    TORCH_CHECK(cols >= 1 && cols <= 2147483647, name, ": rows of ", cols, " elements are not supported");
+    TORCH_CHECK(packs_kept == 0 || valid_trip(static_cast<int>(packs_kept), static_cast<int>(trip)), name,
+                ": a row kept in registers (packs ", packs_kept, ") has no trip (0), got trip ", trip);
+    TORCH_CHECK(cols >= 1 && cols <= MAX_ROW_ELEMENTS, name, ": rows of ", cols,
+                " elements are not supported (1 to 2^31 - 16: a row's packs end within a 32-bit index)");
     const int64_t packs = (cols + n - 1) / n;
     TORCH_CHECK(packs_kept == 0 || packs_kept * group >= packs, name, ": ", packs_kept, " packs of ", n,
                 " elements per thread on ", group, " threads hold ", packs_kept * group * n, " of a row's ", cols,

@@ -138,6 +138,11 @@ __device__ __forceinline__ V group_reduce(V v, int G, Op op, V* slots) {
     return v;
 }
 
+// The longest row, in elements (host.cuh's check_rows; rows.py's MAX_COLS the same): the end
+// of a row's last pack, (j + 1) * N in load_row_pack's and store_row_pack's test, is then
+// within a 32-bit int (N up to 16, a 1-byte type's), so no pack index or bound wraps.
+constexpr int64_t MAX_ROW_ELEMENTS = (int64_t{1} << 31) - 16;
+
 // The packs a looped row (P = 0) reads a trip: TRIP loads in flight per thread, then their
 // use. Fewer a trip hold fewer registers (ptxas, sm_90, whole rows, trips of 4, 2, 1: rmsnorm
 // fp32 44, 32, 27; layernorm bf16 two_pass 57, 39, 31; the chain bf16 53, 40, 32), so more rows
@@ -154,7 +159,7 @@ __host__ __device__ constexpr bool valid_trip(int P, int TRIP) {
 // registers (all loaded at once, every load in flight before the first is used). A thread
 // past the last row is inactive: it visits and writes nothing, but still takes part in the
 // group's reductions (they may synchronise the block). Pack indices within a row are 32-bit
-// (the host allows rows of up to 2^31 - 1 elements); only the row's offset is 64-bit.
+// (the host allows rows of up to MAX_ROW_ELEMENTS); only the row's offset is 64-bit.
 template <typename T, int P, int TRIP, bool W> struct Row {
     static_assert(valid_trip(P, TRIP), "a looped row (P = 0) reads 1, 2 or 4 packs a trip; a kept one has no trip");
     static constexpr int N = Pack<T>::N;

@@ -23,6 +23,9 @@ MAX_LOOPED_GROUP = MAX_THREADS[0]
 # hold fewer registers, so more rows are in flight on an SM; more keep more loads in flight per
 # thread. Triton's fastest looped rows on the H200 at 256 MiB move 1 or 2 a thread a trip.
 TRIPS = (1, 2, 4)
+# The longest row, in elements (rows.cuh's MAX_ROW_ELEMENTS): its packs end within a 32-bit
+# index, so no pack index or bound wraps.
+MAX_COLS = 2 ** 31 - 16
 
 
 def trips(per_thread: int) -> list[int]:
@@ -91,8 +94,9 @@ def check(rows: int, cols: int, config: dict, itemsize: int, label: str) -> None
     if packs_kept and config.get("trip", 0) != 0:
         raise ValueError(f"{label}: a row kept in registers ({packs_kept} packs) has no trip, "
                          f"got trip {config['trip']}")
-    if not 1 <= cols <= 2 ** 31 - 1:
-        raise ValueError(f"{label}: rows of {cols} elements are not supported (1 to 2^31 - 1)")
+    if not 1 <= cols <= MAX_COLS:
+        raise ValueError(f"{label}: rows of {cols} elements are not supported (1 to 2^31 - 16: a row's packs end "
+                         "within a 32-bit index)")
     n = 16 // itemsize
     if packs_kept and packs_kept * group < -(-cols // n):
         raise ValueError(f"{label}: {packs_kept} packs of {n} elements per thread on {group} threads hold "
