@@ -13,8 +13,8 @@ from numba import cuda, float32, int64, uint32
 
 from harness.registry import impl
 from impls._frameworks.numba.device import group_sum, group_welford, inlined, rsqrt, welford_merge
-from impls._frameworks.numba.rowchunks import (CACHED, KEPT, cache_step, cached_step, chunk_words, in_row, load_step,
-                                               put_chunk, row_setup, row_words, step_of, step_value, step_values,
+from impls._frameworks.numba.rowchunks import (CACHED, KEPT, cache_step, chunk_words, in_row, load_step, put_chunk,
+                                               refetch_step, row_setup, row_words, step_of, step_value, step_values,
                                                value_of, width)
 from impls._frameworks._launch import scratch
 from impls._frameworks.numba.rows import (CHUNKS, KEEPS, MAX_CHUNK, STEP_MAX, STEP_WORDS, check, grid, keep,
@@ -76,10 +76,8 @@ def _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, e
         squares = float32(0)
         k = lane
         while k < chunks:
-            if kind == CACHED:
-                cached_step(values, x, cache, base, chunks, k, group, n, float32(0), whole)
-            elif kind != KEPT:
-                load_step(words, x, xw, x_wide, x_word, start, k, group, n, float32(0), whole)
+            refetch_step(kind, words, values, x, xw, x_wide, x_word, start, cache, base, chunks, k, group, n,
+                         float32(0), whole)
             for u in range(step_values(x)):
                 if in_row(x, k, u // span, group, u % span, n, whole):
                     deviation = step_value(x, words, values, u, kind == CACHED) - mean
@@ -98,10 +96,8 @@ def _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, e
     b_wide, b_word = row_words(bias, bp, 0)
     k = lane
     while k < chunks:
-        if kind == CACHED:
-            cached_step(values, x, cache, base, chunks, k, group, n, float32(0), whole)
-        elif kind != KEPT:
-            load_step(words, x, xw, x_wide, x_word, start, k, group, n, float32(0), whole)
+        refetch_step(kind, words, values, x, xw, x_wide, x_word, start, cache, base, chunks, k, group, n, float32(0),
+                     whole)
         for u in range(CHUNKS):
             ku = uint32(k + uint32(u * group))
             chunk_words(gains, 0, weight, ww, w_wide, w_word, 0, ku, n, float32(0), whole)

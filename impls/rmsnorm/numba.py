@@ -10,9 +10,9 @@ from numba import cuda, float32, uint32
 from harness.registry import impl
 from impls._frameworks._launch import scratch
 from impls._frameworks.numba.device import group_sum, inlined, rsqrt
-from impls._frameworks.numba.rowchunks import (CACHED, KEPT, cache_step, chunk_words, load_step, put_chunk, row_setup,
-                                               row_words, step_of, step_value, step_values, cached_step, value_of,
-                                               width)
+from impls._frameworks.numba.rowchunks import (CACHED, KEPT, cache_step, chunk_words, load_step, put_chunk,
+                                               refetch_step, row_setup, row_words, step_of, step_value, step_values,
+                                               value_of, width)
 from impls._frameworks.numba.rows import (CHUNKS, MAX_CHUNK, STEP_MAX, KEEPS, STEP_WORDS, check, grid, keep,
                                           row_launcher, shared_bytes, whole)
 from impls._frameworks.numba.runtime import Launch, word_views
@@ -55,10 +55,8 @@ def _rmsnorm(x, xw, xp, weight, ww, wp, y, yw, yp, rows, cols, eps, group, kind,
     span = width(x)
     k = lane
     while k < chunks:
-        if kind == CACHED:
-            cached_step(values, x, cache, base, chunks, k, group, n, float32(0), whole)
-        elif kind != KEPT:
-            load_step(words, x, xw, x_wide, x_word, start, k, group, n, float32(0), whole)
+        refetch_step(kind, words, values, x, xw, x_wide, x_word, start, cache, base, chunks, k, group, n, float32(0),
+                     whole)
         for u in range(CHUNKS):
             ku = uint32(k + uint32(u * group))
             chunk_words(gains, 0, weight, ww, w_wide, w_word, 0, ku, n, float32(0), whole)

@@ -15,7 +15,7 @@ from impls._frameworks.numba.device import (CHUNK, chunk_load, chunk_store, end_
                                             per_word, row_silu, silu, store)
 from impls._frameworks.numba.launch import CHUNKS as FLAT_CHUNKS
 from impls._frameworks.numba.launch import blocks_for, tuned, with_grid
-from impls._frameworks.numba.rowchunks import (CACHED, KEPT, cached_step, chunk_words, load_step, put_chunk, row_setup,
+from impls._frameworks.numba.rowchunks import (CACHED, KEPT, chunk_words, put_chunk, refetch_step, row_setup,
                                                row_words, step_of, step_value, value_of, width)
 from impls._frameworks.numba.rows import (CHUNKS, KEEPS, MAX_CHUNK, STEP_MAX, STEP_WORDS, check, grid, keep,
                                           row_launcher, shared_bytes, whole)
@@ -74,10 +74,8 @@ def _fused(x, xw, xp, weight, ww, wp, u, uw, up, r, rw, rp, y, yw, yp, rows, col
     w_wide, w_word = row_words(weight, wp, 0)
     k = lane
     while k < chunks:
-        if kind == CACHED:
-            cached_step(values, x, cache, base, chunks, k, group, n, float32(0), whole)
-        elif kind != KEPT:
-            load_step(words, x, xw, x_wide, x_word, start, k, group, n, float32(0), whole)
+        refetch_step(kind, words, values, x, xw, x_wide, x_word, start, cache, base, chunks, k, group, n, float32(0),
+                     whole)
         # a step has CHUNKS (4) chunks, a part one or two of them: four parts at most
         _part(0, words, values, gates, residuals, gains, out, rstd, x, u, uw, u_wide, u_word, r, rw, r_wide, r_word,
               weight, ww, w_wide, w_word, y, yw, y_wide, y_word, start, k, group, n, kind, whole)

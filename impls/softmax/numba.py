@@ -17,7 +17,7 @@ from numba import cuda, float32, uint32
 from harness.registry import impl
 from impls._frameworks.numba.device import (NEG_INF, group_max, group_online, group_sum, inlined, max_nan, online_add,
                                             row_exp)
-from impls._frameworks.numba.rowchunks import (CACHED, KEPT, READ, cache_step, cached_step, load_step, put_chunk,
+from impls._frameworks.numba.rowchunks import (CACHED, KEPT, READ, cache_step, load_step, put_chunk, refetch_step,
                                                row_setup, row_words, step_of, step_values, value_of, width)
 from impls._frameworks._launch import scratch
 from impls._frameworks.numba.rows import (CHUNKS, KEEPS, MAX_CHUNK, STEP_MAX, STEP_WORDS, check, grid, keep,
@@ -67,10 +67,8 @@ def _softmax(x, xw, xp, y, yw, yp, rows, cols, group, kind, algorithm, whole):
         # kept (registers, cache) becomes exp(x - max), as fp32.
         k = lane
         while k < chunks or kind == KEPT:
-            if kind == CACHED:
-                cached_step(values, x, cache, base, chunks, k, group, n, NEG_INF, whole)
-            elif kind == READ:
-                load_step(words, x, xw, x_wide, x_word, start, k, group, n, NEG_INF, whole)
+            refetch_step(kind, words, values, x, xw, x_wide, x_word, start, cache, base, chunks, k, group, n, NEG_INF,
+                         whole)
             # Unmasked: a column past the row is -inf (load_step's fill), its exp(-inf - m) = 0
             # adds nothing to d (where m is -inf or NaN every term is NaN, masked or not).
             for u in range(step_values(x)):
@@ -88,10 +86,8 @@ def _softmax(x, xw, xp, y, yw, yp, rows, cols, group, kind, algorithm, whole):
     exps = algorithm != ONLINE and kind != READ
     k = lane
     while k < chunks or kind == KEPT:
-        if kind == CACHED:
-            cached_step(values, x, cache, base, chunks, k, group, n, NEG_INF, whole)
-        elif kind == READ:
-            load_step(words, x, xw, x_wide, x_word, start, k, group, n, NEG_INF, whole)
+        refetch_step(kind, words, values, x, xw, x_wide, x_word, start, cache, base, chunks, k, group, n, NEG_INF,
+                     whole)
         for u in range(CHUNKS):
             for t in range(span):
                 j = u * span + t

@@ -33,9 +33,8 @@ from numba import cuda, int64, uint32, uint64
 from impls._frameworks.numba.device import (LOW16, bits_float, element_bits, exact_bits, from_bits, inlined, load_chunk,
                                             narrow, pair_bits, per_word, shared_address, shared_load, shared_store,
                                             store, store_chunk, to_bits)
-from impls._frameworks.numba.rows import CACHED, CHUNKS, KEPT, READ  # noqa: F401 - the keeps, for the kernels
-
-CHUNK_BYTES = 16
+from impls._frameworks.numba.rows import CHUNK_BYTES, CHUNKS
+from impls._frameworks.numba.rows import CACHED, KEPT, READ  # noqa: F401 - the keeps, for the kernels
 
 
 @inlined
@@ -221,6 +220,17 @@ def cached_step(values, x, cache, base, chunks, k, group, n, fill, whole):
     span = width(x)
     for u in range(CHUNKS):
         cache_get(values, u * span, cache, base, chunks, uint32(k + uint32(u * group)), n, fill, span, whole)
+
+
+@inlined
+def refetch_step(kind, words, values, x, xw, wide, word, start, cache, base, chunks, k, group, n, fill, whole):
+    """A later pass's step of the row, by its keep (a constant of the kernel): from its cache
+    into ``values`` (cached_step) when CACHED, from x again into ``words`` (load_step) when READ;
+    a KEPT row's ``words`` hold it already."""
+    if kind == CACHED:
+        cached_step(values, x, cache, base, chunks, k, group, n, fill, whole)
+    elif kind == READ:
+        load_step(words, x, xw, wide, word, start, k, group, n, fill, whole)
 
 
 @inlined
