@@ -314,3 +314,19 @@ def test_every_cuda_impl_calls_its_kernels_with_the_registered_signature(monkeyp
             configs += span
     assert configs > 2 * len(keys) * 3, "the tool bound one config a shape: its spans were not seen"
     assert set(ops.calls) == set(ops.schemas), f"registered but never called: {set(ops.schemas) - set(ops.calls)}"
+
+
+def test_the_row_launch_arguments_are_in_the_schemas_order():
+    """rows.launch_args gives (group, threads, packs, trip) as every row op's schema names them:
+    all four are ints, so the signature check cannot see them swapped."""
+    import re
+
+    from impls._frameworks.cuda.rows import launch_args
+    assert launch_args(dict(group=64, threads=256, packs=0, trip=2)) == (64, 256, 0, 2)
+    for op in ("rmsnorm", "layernorm", "softmax", "rmsnorm_silu_mul_add"):
+        source = (Path(__file__).parents[1] / "impls" / op / f"{op}.cu").read_text()
+        defs = ["".join(re.findall(r'"([^"]*)"', d)) for d in re.findall(r'm\.def\(((?:\s*"[^"]*")+)', source)]
+        schemas = [s for s in defs if "int group" in s]
+        assert schemas, op
+        for schema in schemas:
+            assert schema.endswith("int group, int threads, int packs, int trip) -> ()"), schema

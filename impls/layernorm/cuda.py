@@ -7,7 +7,7 @@ registers where it fits; 2·R·H·s + 2·H·s bytes.
 from harness.registry import impl
 from impls._frameworks.cuda import build
 from impls._frameworks._launch import scratch
-from impls._frameworks.cuda.rows import row_launcher, trip_of
+from impls._frameworks.cuda.rows import launch_args, row_launcher
 
 VARIANTS = {"welford": 0, "two_pass": 1, "naive": 2}
 
@@ -19,8 +19,8 @@ def _register(variant: str, code: int):
 
         def launcher(config, args, rows):
             xs, w, b, y = args
-            return lambda: ops.layernorm(xs, w, b, eps, y, code, config["group"], config["threads"], config["packs"],
-                                         trip_of(config))
+            kernel_args = launch_args(config)
+            return lambda: ops.layernorm(xs, w, b, eps, y, code, *kernel_args)
         return row_launcher(("layernorm", variant), f"layernorm {variant}", (x, weight, bias, out),
                             scratch(x.shape[1], x.dtype, x.device, 1, 2), launcher)
     return bind

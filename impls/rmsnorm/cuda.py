@@ -7,7 +7,7 @@
 from harness.registry import impl
 from impls._frameworks._launch import configured, scratch
 from impls._frameworks.cuda import build
-from impls._frameworks.cuda.rows import row_launcher, trip_of
+from impls._frameworks.cuda.rows import launch_args, row_launcher
 
 
 @impl("rmsnorm", "cuda", variant="block_per_row")
@@ -22,7 +22,7 @@ def bind_tuned(x, weight, eps, out):
 
     def bind(config, args, rows):
         xs, w, y = args
-        return lambda: ops.rmsnorm(xs, w, eps, y, config["group"], config["threads"], config["packs"],
-                                 trip_of(config))
+        kernel_args = launch_args(config)
+        return lambda: ops.rmsnorm(xs, w, eps, y, *kernel_args)
     return row_launcher(("rmsnorm", "tuned"), "rmsnorm", (x, weight, out),
                         scratch(x.shape[1], x.dtype, x.device, 1, 1), bind)

@@ -9,7 +9,7 @@ from harness.registry import impl
 from impls._frameworks._launch import configured, scratch
 from impls._frameworks.cuda import build
 from impls._frameworks.cuda.launch import CANDIDATES, blocks_for, tuned, with_grid
-from impls._frameworks.cuda.rows import row_launcher, trip_of
+from impls._frameworks.cuda.rows import launch_args, row_launcher
 from impls.rmsnorm.cuda import bind_tuned as rmsnorm_tuned
 
 SILU, MUL, ADD = 0, 1, 2
@@ -21,8 +21,8 @@ def bind_fused(x, weight, u, r, eps, out):
 
     def bind(config, args, rows):
         xs, w, us, rs, y = args
-        return lambda: ops.rmsnorm_silu_mul_add(xs, w, us, rs, eps, y, config["group"], config["threads"],
-                                                config["packs"], trip_of(config))
+        kernel_args = launch_args(config)
+        return lambda: ops.rmsnorm_silu_mul_add(xs, w, us, rs, eps, y, *kernel_args)
     return row_launcher(("rmsnorm_silu_mul_add", "fused"), "rmsnorm_silu_mul_add fused", (x, weight, u, r, out),
                         scratch(x.shape[1], x.dtype, x.device, 3, 1), bind)
 

@@ -8,7 +8,7 @@ The group (and so the bits) is tuned per row length and dtype, packs and block p
 from harness.registry import impl
 from impls._frameworks.cuda import build
 from impls._frameworks._launch import scratch
-from impls._frameworks.cuda.rows import row_launcher, trip_of
+from impls._frameworks.cuda.rows import launch_args, row_launcher
 
 VARIANTS = {"three_pass": 0, "online": 1, "on_chip": 2}
 
@@ -20,8 +20,8 @@ def _register(variant: str, code: int):
 
         def launcher(config, args, rows):
             xs, y = args
-            return lambda: ops.softmax(xs, y, code, config["group"], config["threads"], config["packs"],
-                                       trip_of(config))
+            kernel_args = launch_args(config)
+            return lambda: ops.softmax(xs, y, code, *kernel_args)
         on_chip = variant == "on_chip"
         return row_launcher(("softmax", variant), f"softmax {variant}", (x, out),
                             scratch(x.shape[1], x.dtype, x.device, 1, 0), launcher, kept=on_chip, looped=not on_chip)

@@ -45,6 +45,12 @@ def trip_of(config: dict) -> int:
     return config.get("trip", 0)
 
 
+def launch_args(config: dict) -> tuple[int, int, int, int]:
+    """The row kernels' launch arguments from a config, in the extension's order (group,
+    threads, packs, trip: the ops' schemas in impls/<op>/<op>.cu)."""
+    return config["group"], config["threads"], config["packs"], trip_of(config)
+
+
 def configs(cols: int, itemsize: int, kept: bool = True, looped: bool = True) -> list[dict]:
     """Every group size that has work for most of its threads, with the row kept in registers
     where it fits (``kept``) and read again (``looped``: from 32 threads a row, where a kept row
