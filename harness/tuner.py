@@ -28,6 +28,7 @@ import contextlib
 import math
 import time
 from dataclasses import asdict, dataclass, field
+import json
 from pathlib import Path
 from typing import Callable
 
@@ -274,6 +275,12 @@ def environment(device) -> dict:
             "torch": torch.__version__, "cuda": torch.version.cuda}
 
 
+def machine(device) -> str:
+    """A short digest of ``environment``: the stamp of the choices measured on this machine."""
+    import hashlib
+    return hashlib.sha256(json.dumps(environment(device), sort_keys=True).encode()).hexdigest()[:16]
+
+
 def _cache_entry(key, fingerprint: dict | None, device, **inputs) -> str | None:
     """The disk cache's entry for ``key``: the framework's fingerprint (kernel source,
     config space, its versions), the search and its rules, what the tuner was given, the
@@ -298,10 +305,10 @@ def _remembered(key, entry: str | None) -> Tuned | None:
         return None   # kept in another form: measure
 
 
-def _keep(key, entry: str | None, tuned: Tuned) -> Tuned:
+def _keep(key, entry: str | None, tuned: Tuned, device) -> Tuned:
     """A fresh measurement: this process's choice, and kept on disk."""
     if entry:
-        stamped = tuning_cache.store(entry, asdict(tuned))
+        stamped = tuning_cache.store(entry, asdict(tuned), machine(device))
         tuned = Tuned(tuned.config, {**tuned.table, "source": "measured", "measured_at": stamped["measured_at"]},
                       tuned.batches)
     return _tuned.setdefault(key, tuned)
@@ -345,7 +352,7 @@ def tune(key, candidates: list[dict], bind, label: str, fingerprint: dict | None
     table = {"candidates": rows, "search": search(), "seconds": round(time.perf_counter() - started, 3)}
     if isinstance(built, dict):
         table["build"] = built
-    return _keep(key, entry, Tuned(config_of(best), table))
+    return _keep(key, entry, Tuned(config_of(best), table), device)
 
 
 # --- row kernels: the bits once per row length, batch invariant ------------------------
@@ -541,7 +548,7 @@ def _search_rows(key, space: RowSpace, entry, tally: dict) -> Tuned:
     if build:
         table["build"] = build
     del args, launches
-    return _keep(key, entry, Tuned(config_of(best), table, batches))
+    return _keep(key, entry, Tuned(config_of(best), table, batches), space.device)
 
 
 def _takes_the_tuned_config(rows: int, problems: list[int]) -> bool:
@@ -615,7 +622,8 @@ def for_batch(tuned: Tuned, key, rows: int, space: RowSpace) -> tuple[dict, dict
         config = {**config_of(best), "tuned_for_rows": rows}
         batch = {"rows": rows, "candidates": measured, "seconds": round(time.perf_counter() - started, 3),
                  **({"build": build} if build else {})}
-        stamp = tuning_cache.store(entry, {"config": config, "batch": batch})["measured_at"] if entry else None
+        stamp = tuning_cache.store(entry, {"config": config, "batch": batch},
+                                   machine(space.device))["measured_at"] if entry else None
         _batch_choices[memo] = (config, {**batch, "source": "measured", "measured_at": stamp})
     config, batch = _batch_choices[memo]
     return config, {**tuned.table, "batch": batch}

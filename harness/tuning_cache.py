@@ -45,10 +45,12 @@ def _read() -> dict:
         return {}   # none yet, or unreadable: tune again
 
 
-def holds_choices() -> bool:
-    """Whether a tuner may find a choice kept here: not with ``fresh`` (it measures again)
-    nor in an empty cache (a machine's first run), where every key tuned is built first."""
-    return mode() != "fresh" and bool(_read())
+def holds_choices(machine: str) -> bool:
+    """Whether a tuner may find a choice kept here for ``machine`` (``store``'s stamp): not
+    with ``fresh`` (it measures again), nor in a cache holding only other GPUs' or other
+    software stacks' choices (a volume shared by several machines): there, as in an empty
+    cache, every key is tuned and built first."""
+    return mode() != "fresh" and any(isinstance(v, dict) and v.get("machine") == machine for v in _read().values())
 
 
 def load(entry: str) -> dict | None:
@@ -58,11 +60,13 @@ def load(entry: str) -> dict | None:
     return _read().get(entry)
 
 
-def store(entry: str, value: dict) -> dict:
-    """Keep ``value`` (JSON) under ``entry``, stamped with when it was measured; returns
-    the stamped value. Written whole and renamed, so that a reader never sees half a
+def store(entry: str, value: dict, machine: str | None = None) -> dict:
+    """Keep ``value`` (JSON) under ``entry``, stamped with when it was measured and on which
+    ``machine`` (a GPU and software stack's digest, for ``holds_choices``); returns the
+    stamped value. Written whole and renamed, so that a reader never sees half a
     file; an unwritable cache costs only a re-tuning next time."""
-    value = {**value, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    value = {**value, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+             **({"machine": machine} if machine else {})}
     path = _path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ import multiprocessing as mp
 import pytest
 import torch
 
-from harness import registry, tuning_cache
+from harness import registry, tuner, tuning_cache
 from harness.runner import CaseSpec
 from impls._frameworks import triton as triton_framework
 from impls._frameworks.triton import launch as triton_launch
@@ -117,7 +117,7 @@ def test_the_pool_builds_each_candidate_and_names_those_it_cannot(on_a_gpu, tmp_
 
 def test_the_framework_starts_the_pool_with_the_run_on_a_gpu_only(monkeypatch, tmp_path):
     """The pool opens with a run on a GPU; its processes start with it where the run will
-    tune for sure (nothing kept in the tuning cache, or tuning=fresh), else at the first
+    tune for sure (nothing of this machine's kept in the tuning cache, or tuning=fresh), else at the first
     build asked of it."""
     started = []
     monkeypatch.setattr(pool, "start", lambda modules, eager: started.append((modules, eager)) or True)
@@ -128,16 +128,19 @@ def test_the_framework_starts_the_pool_with_the_run_on_a_gpu_only(monkeypatch, t
     monkeypatch.delenv("HARNESS_TUNING", raising=False)
     cases = [CaseSpec("rmsnorm", "triton", "-", "float32", (4, 4096))]
     fw = triton_framework.Triton()
+    monkeypatch.setattr(tuner, "machine", lambda device: "this GPU and stack")
     monkeypatch.setenv("HARNESS_TRITON_COMPILE", "processes")
     assert fw.warm(torch.device("cuda"), cases) is True
     assert started == [(["impls.rmsnorm.triton"], True)]   # an empty cache: every key tunes
-    tuning_cache.store("an entry", {"config": {}})
+    tuning_cache.store("another GPU's entry", {"config": {}}, "another GPU")
+    assert fw.warm(torch.device("cuda"), cases) is True and started[-1][1] is True   # none of this machine's
+    tuning_cache.store("an entry", {"config": {}}, "this GPU and stack")
     assert fw.warm(torch.device("cuda"), cases) is True and started[-1][1] is False
     monkeypatch.setenv("HARNESS_TUNING", "fresh")
     assert fw.warm(torch.device("cuda"), cases) is True and started[-1][1] is True
     assert fw.warm(torch.device("cpu"), cases) is False
     monkeypatch.setenv("HARNESS_TRITON_COMPILE", "threads")
-    assert fw.warm(torch.device("cuda"), cases) is False and len(started) == 3
+    assert fw.warm(torch.device("cuda"), cases) is False and len(started) == 4
 
 
 def test_builds_at_once_follow_the_cores_this_process_may_use(monkeypatch):

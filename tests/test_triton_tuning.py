@@ -496,9 +496,10 @@ def test_a_tuned_choice_is_kept_on_disk_for_the_next_process(monkeypatch, tuning
 def test_the_tuning_cache_survives_a_bad_file_and_rejects_a_bad_mode(monkeypatch, tuning_cache_dir):
     from harness import tuning_cache
     (tuning_cache_dir / tuning_cache.FILE).write_text("{half a file")
-    assert tuning_cache.load("anything") is None and not tuning_cache.holds_choices()
-    stored = tuning_cache.store("entry", {"config": {"rows": 1}})
-    assert tuning_cache.load("entry") == stored and "measured_at" in stored and tuning_cache.holds_choices()
+    assert tuning_cache.load("anything") is None and not tuning_cache.holds_choices("gpu a")
+    stored = tuning_cache.store("entry", {"config": {"rows": 1}}, "gpu a")
+    assert tuning_cache.load("entry") == stored and "measured_at" in stored and tuning_cache.holds_choices("gpu a")
+    assert not tuning_cache.holds_choices("gpu b")   # another machine's choices are none of its own
     assert tuner._remembered(("k",), "entry") is None   # an entry not in the tuner's form is a miss
     monkeypatch.setenv("HARNESS_TUNING", "sometimes")
     with pytest.raises(ValueError, match="HARNESS_TUNING='sometimes': use one of cached, fresh"):

@@ -50,10 +50,10 @@ class Triton(Framework):
         ``processes``."""
         if device.type != "cuda" or os.environ.get("TRITON_INTERPRET") == "1" or pool.mode() != "processes":
             return False
-        from harness import registry, tuning_cache
+        from harness import registry, tuner, tuning_cache
         known = registry.registered()
         modules = sorted({known[k].bind.__module__ for k in ((c.op, c.impl, c.variant) for c in cases) if k in known})
-        return pool.start(modules, eager=not tuning_cache.holds_choices())
+        return pool.start(modules, eager=not tuning_cache.holds_choices(tuner.machine(device)))
 
     def unusable(self, device):
         try:
