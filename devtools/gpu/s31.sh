@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 31 on the H200, from the repository root on a bare GPU host with
-# PYTHONPATH=/tmp/site:$PWD, within ~7 minutes (limits add to 420 s); everything comes back in
+# PYTHONPATH=/tmp/site:$PWD, within ~9 minutes (limits add to 530 s); everything comes back in
 # $OUT/out-s31.tgz:
 # 1. the CUDA build (~50 s cold);
 # 2. the longest CUDA row (long-row.py: 2^31 - 16 elements and one fewer, random signs, every
@@ -8,7 +8,9 @@
 # 3. Nsight Compute on the cases where CUDA stays short of Triton (issue 34): LayerNorm two_pass
 #    fp32 32768x4096 and RMSNorm fp32 8192x16384, CUDA beside Triton: speed of light, memory
 #    workload, occupancy, warp stalls;
-# 4. the CuPy GPU tests (4 processes on the one GPU: correctness, not timing).
+# 4. Numba's row ops at 16384x8192 and 8192x16384, bf16 and fp32 (their per-keep kernels
+#    measured at 32768x4096 only);
+# 5. the CuPy GPU tests (4 processes on the one GPU: correctness, not timing).
 source "$(dirname "$0")/steps.sh"
 nvidia-smi --query-gpu=name,uuid,clocks.max.memory --format=csv | tee "$OUT/gpu.txt"
 git log --oneline -1 | tee "$OUT/version.txt"
@@ -16,12 +18,14 @@ export PYTHONUNBUFFERED=1
 step cuda-build 90 python3 -m impls._frameworks.cuda.build
 step long-row 90 python3 devtools/gpu/long-row.py
 if command -v ncu > /dev/null; then
-  step ncu 100 ncu --nvtx --nvtx-include "profile/" --section SpeedOfLight --section MemoryWorkloadAnalysis \
+  step ncu 80 ncu --nvtx --nvtx-include "profile/" --section SpeedOfLight --section MemoryWorkloadAnalysis \
     --section Occupancy --section LaunchStats --section WarpStateStats --metrics smsp__inst_executed.sum,dram__bytes.sum \
     --csv --page details python3 devtools/gpu/profile-cases.py \
     layernorm:cuda:two_pass:float32:32768x4096 layernorm:triton:two_pass:float32:32768x4096 \
     rmsnorm:cuda:tuned:float32:8192x16384 rmsnorm:triton:-:float32:8192x16384
 fi
-step cupy-tests 160 python3 -m pytest -q -p no:cacheprovider -n 4 -m gpu tests/test_gpu.py -k cupy
+harness numba-rows 150 "op=[rmsnorm,softmax,layernorm,rmsnorm_silu_mul_add]" impl=numba "dtype=[bf16,fp32]" \
+  "shapes=[[16384,8192],[8192,16384]]"
+step cupy-tests 120 python3 -m pytest -q -p no:cacheprovider -n 4 -m gpu tests/test_gpu.py -k cupy
 echo "exit status $status" | tee -a "$OUT/steps.log"
 exit $status
