@@ -398,3 +398,21 @@ def test_every_config_the_tuner_or_the_simulator_gives_passes_the_check():
             for cacheable in (True, False):
                 for config in [*rows.configs(cols, cacheable, itemsize), rows.sim_config(cols, cacheable, itemsize)]:
                     rows.check(config, cols, itemsize, "op")
+
+
+def test_the_tuner_s_space_offers_each_variant_only_the_keeps_it_has_kernels_for():
+    """A 1024-thread group keeping its row in registers comes with the same group not keeping it
+    (one block a SM otherwise, rows.configs); a variant without a kernel for a keep (softmax
+    on_chip: kept or cached; three_pass: kept or read) never gets a config of it, so a long
+    fp32 row gets on_chip's kept group alone rather than configs its launcher refuses."""
+    from impls._frameworks.numba import rows
+    space = rows.configs(16384, False, 4)
+    assert [(c["group"], rows.keep(c)) for c in space] == [(256, rows.READ), (512, rows.READ), (1024, rows.KEPT),
+                                                          (1024, rows.READ)], space
+    assert {c["group"]: c for c in space if rows.keep(c) == rows.READ}[1024]["threads"] == 1024
+    on_chip = rows.configs(16384, True, 4, (rows.KEPT, rows.CACHED))
+    assert [(c["group"], rows.keep(c)) for c in on_chip] == [(1024, rows.KEPT)], on_chip
+    assert sum(c["group"] == 1024 for c in rows.configs(8192, True, 4)) == 1   # 512 keeps the row: no alternative
+    assert all(rows.keep(c) != rows.CACHED for c in rows.configs(16384, False, 2, (rows.KEPT, rows.READ)))
+    # a row no kept or cached config covers: the space is left whole, and the launcher says why
+    assert rows.configs(1 << 20, True, 4, (rows.KEPT, rows.CACHED))

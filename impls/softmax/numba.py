@@ -136,7 +136,8 @@ def _register(variant: str, algorithm: int):
                           (*word_views(*args), rows, cols, config["group"]), shared_bytes(config, cols),
                           device=x.device)
         return row_launcher(("softmax", variant), f"softmax {variant}", (x, out),
-                            scratch(cols, x.dtype, x.device, 1, 0), make, cacheable=on_chip)
+                            scratch(cols, x.dtype, x.device, 1, 0), make, cacheable=on_chip,
+                            keeps=KEEPS_OF[algorithm])
     return bind
 
 

@@ -18,7 +18,8 @@ thread adds its columns in, in fp32, and the reduction tree (device.py);
 ``threads``, ``cached`` (the row kept in shared memory
 as fp32 between its passes, where it fits, instead of read again), ``kept`` (one step of
 the group covers the row: its values stay in registers between the passes, no cache, no
-second read; it follows from the group and the row length) and ``whole`` change no bit. Each
+second read; where one step of the group covers the row, but for the one alternative
+``configs`` offers) and ``whole`` change no bit. Each
 keep (``keep``: KEPT, CACHED, READ) and ``whole`` is a kernel of its own, compiled for it.
 The group is chosen once per (op, variant, row length, dtype), on the tuner's scratch
 problems, whatever the batch: batch invariance.
@@ -41,7 +42,7 @@ STEP_WORDS = CHUNKS * CHUNK_BYTES // 4   # a step's 32-bit words (rowchunks.load
 # from x each pass.
 KEPT, CACHED, READ = 0, 1, 2
 KEEPS = {KEPT: "kept", CACHED: "cached", READ: "read"}
-NEUTRAL = ("threads", "cached")
+NEUTRAL = ("threads", "cached", "kept")
 # Dynamic shared memory a block may take: the 48 KiB a block gets without opting in (Numba
 # cannot opt in) covers the kernels' static arrays too (up to 512 B, the group reductions'),
 # so a row cache of exactly 48 KiB would not launch; 1 KiB is kept for them.
@@ -69,14 +70,16 @@ def cache_bytes(config: dict, cols: int) -> int:
     return (config["threads"] // config["group"]) * cached_cols(cols, config["chunk"]) * 4
 
 
-def shape(group: int, cols: int, cacheable: bool, itemsize: int, threads: int | None = None) -> dict:
+def shape(group: int, cols: int, cacheable: bool, itemsize: int, threads: int | None = None,
+          keep_in_registers: bool = True) -> dict:
     """A full config for ``group``: the block's threads (fewer rows a block when that lets the
     rows fit in shared memory), whether one step covers the row (``kept``: in registers, no
-    shared memory taken) and, if not, whether the row is kept in shared memory."""
+    shared memory taken; ``keep_in_registers=False`` declines it) and, if not, whether the row
+    is kept in shared memory."""
     threads = threads or max(group, BLOCK_THREADS if not SIMULATED else 32)
     chunk = chunk_of(itemsize)
     config = dict(group=group, threads=threads, cached=False, chunk=chunk,
-                  kept=-(-cols // chunk) <= CHUNKS * group)
+                  kept=keep_in_registers and -(-cols // chunk) <= CHUNKS * group)
     if cacheable and not config["kept"]:
         while cache_bytes(config, cols) > SHARED_LIMIT and config["threads"] > max(group, 32):
             config["threads"] //= 2
@@ -86,19 +89,28 @@ def shape(group: int, cols: int, cacheable: bool, itemsize: int, threads: int | 
     return config
 
 
-def configs(cols: int, cacheable: bool, itemsize: int) -> list[dict]:
+def configs(cols: int, cacheable: bool, itemsize: int, keeps: tuple = tuple(KEEPS)) -> list[dict]:
     """Every group with MIN_PER_THREAD to MAX_PER_THREAD columns a thread (the ends of the range
-    stretched so that short and very long rows have one). A block of 1024 threads launches only
+    stretched so that short and very long rows have one), each where the variant has a kernel
+    for its keep (``keeps``). A block of 1024 threads launches only
     where the kernel takes at most 64 registers a thread (Numba compiles without launch bounds;
     the 16-bit chain's cached kernel takes 71 on sm_90), so
     where 1024 is the largest group in range, 512 is a candidate too: every row length keeps
-    one that launches."""
+    one that launches. A group of 1024 that keeps its row in registers is one block a SM
+    once its kernel takes more than 32 registers (rmsnorm fp32: 40, ptxas sm_90), so nothing
+    overlaps its reduction; where it is the only group that keeps the row (rows of 8193 to 16384
+    fp32 columns, 16385 to 32768 16-bit), the same group not keeping it (cached or read again, 32 registers: two
+    blocks a SM) is a candidate beside it: the keep changes no bit."""
     groups = [g for g in (1 << k for k in range(11)) if MIN_PER_THREAD <= -(-cols // g) <= MAX_PER_THREAD]
     if not groups:
         groups = [1] if cols < MIN_PER_THREAD else [1024]
     if groups[-1] == 1024 and 512 not in groups:
         groups.insert(-1, 512)
-    return [shape(g, cols, cacheable, itemsize) for g in groups]
+    space = [shape(g, cols, cacheable, itemsize) for g in groups]
+    if space[-1]["group"] == 1024 and space[-1]["kept"] and not any(c["kept"] for c in space[:-1]):
+        space.append(shape(1024, cols, cacheable, itemsize, keep_in_registers=False))
+    runnable = [c for c in space if keep(c) in keeps]
+    return runnable or space   # none the variant can run: its launcher's refusal says why
 
 
 def sim_config(cols: int, cacheable: bool, itemsize: int) -> dict:
@@ -151,10 +163,11 @@ def grid(config: dict, rows: int) -> int:
     return max(1, -(-rows // per_block))
 
 
-def row_launcher(key: tuple, label: str, inputs: tuple, scratch, bind, cacheable: bool):
+def row_launcher(key: tuple, label: str, inputs: tuple, scratch, bind, cacheable: bool, keeps: tuple = tuple(KEEPS)):
     """The launcher of ``bind(config, inputs, rows)`` for this batch's config of the group
     tuned for the row length and dtype, with the config and the tuning table attached;
-    ``inputs[0]`` is x, ``inputs[-1]`` the output."""
+    ``inputs[0]`` is x, ``inputs[-1]`` the output; ``keeps``: the keeps the variant has a
+    kernel for (rows.check's)."""
     x = inputs[0]
     rows, cols = x.shape
     if cols >= 1 << 31 or cols * x.element_size() >= 1 << 32:
@@ -163,7 +176,7 @@ def row_launcher(key: tuple, label: str, inputs: tuple, scratch, bind, cacheable
     if SIMULATED:
         config = sim_config(cols, cacheable, x.element_size())
         return configured(bind(config, inputs, rows), {**config, "whole": whole(inputs, cols), "simulated": True})
-    space = configs(cols, cacheable, x.element_size())
+    space = configs(cols, cacheable, x.element_size(), keeps)
     key = ("numba", *key, cols, str(x.dtype))
     row_space = tuner.RowSpace(label=f"Numba {label} for {cols}-column rows ({str(x.dtype).replace('torch.', '')})",
                                cols=cols, shapes=space, scratch=scratch, bind=bind, row_bytes=cols * x.element_size(),
