@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # First runs on the H200 (issue 32), from the repository root on a bare GPU host with
-# PYTHONPATH=/tmp/site:$PWD: (1) `harness op=rmsnorm impl=all` with nothing cached, timed;
+# PYTHONPATH=/tmp/site:$PWD: (1) `harness op=OP impl=all` with nothing cached, timed, for each op
+# of FIRST_RUN_OPS (default rmsnorm; e.g. FIRST_RUN_OPS=softmax,sum: `op=all` is summed from
+# calls of an op or a few, devtools/first-run table);
 # (2) the same with its caches warm; (3) each tuning key's seconds, from the records' tuning
 # tables; (4) the fast and exhaustive searches side by side at the 6 large rmsnorm cases
 # (Triton; fp32 and bf16 at 32768x4096, 16384x8192, 8192x16384): the configs each chose and
@@ -14,13 +16,18 @@ nvidia-smi --query-gpu=name,uuid,clocks.max.memory --format=csv | tee "$OUT/gpu.
 #      then warm (the same cache). devtools/first-run writes one line per run.
 # FIRST_RUN_OVERRIDES: harness overrides for both runs, e.g. triton_compile=threads (an A/B of the
 # Triton compile pool is this script twice, one call each).
-step cold $((${COLD_S:-240} + 20)) python3 devtools/first-run run "$OUT/first-run.jsonl" --ops rmsnorm --phases cold \
+OPS=${FIRST_RUN_OPS:-rmsnorm}
+N_OPS=$(echo "$OPS" | tr ',' '\n' | wc -l)   # COLD_S and WARM_S are each op's limit
+step cold $(((${COLD_S:-240} + 20) * N_OPS)) python3 devtools/first-run run "$OUT/first-run.jsonl" --ops "$OPS" --phases cold \
   --cache "$HARNESS_CACHE" --runs /tmp/first-run-runs --limit ${COLD_S:-240} -- ${FIRST_RUN_OVERRIDES:-}
-step warm $((${WARM_S:-125} + 15)) python3 devtools/first-run run "$OUT/first-run.jsonl" --ops rmsnorm --phases warm \
+step warm $(((${WARM_S:-125} + 15) * N_OPS)) python3 devtools/first-run run "$OUT/first-run.jsonl" --ops "$OPS" --phases warm \
   --cache "$HARNESS_CACHE" --runs /tmp/first-run-runs --limit ${WARM_S:-125} -- ${FIRST_RUN_OVERRIDES:-}
 # Only the JSONLs come back: the GPU machine returns a limited number of files from $OUT.
-cp /tmp/first-run-runs/rmsnorm-cold/results.jsonl "$OUT/rmsnorm-cold.jsonl" 2>/dev/null
-cp /tmp/first-run-runs/rmsnorm-warm/results.jsonl "$OUT/rmsnorm-warm.jsonl" 2>/dev/null
+for op in ${OPS//,/ }; do
+  for phase in cold warm; do
+    cp "/tmp/first-run-runs/$op-$phase/results.jsonl" "$OUT/$op-$phase.jsonl" 2>/dev/null
+  done
+done
 
 # 3. Each tuning key's seconds (the cold run measured them all).
 python3 - "$OUT/first-run.jsonl" > "$OUT/tuning-seconds.txt" <<'PY'
