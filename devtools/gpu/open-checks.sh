@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Session 31 on the H200, from the repository root on a bare GPU host with
+# What the open issues still need measured on the H200, from the repository root on a bare GPU host with
 # PYTHONPATH=/tmp/site:$PWD, within ~9 minutes (limits add to 470 s); everything comes back in
-# $OUT/out-s31.tgz:
+# $OUT/out-open-checks.tgz:
 # 1. the CUDA build (~50 s cold);
 # 2. the longest CUDA row (long-row.py: 2^31 - 16 elements and one fewer, random signs, every
 #    trip, against float64; 2^31 - 15 refused);
