@@ -17,9 +17,8 @@ from impls._frameworks.numba.rowchunks import (CACHED, KEPT, cache_step, chunk_w
                                                refetch_step, row_setup, row_words, step_of, step_value, step_values,
                                                value_of, width)
 from impls._frameworks._launch import scratch
-from impls._frameworks.numba.rows import (CHUNKS, KEEPS, MAX_CHUNK, STEP_MAX, STEP_WORDS, check, grid, keep,
-                                          row_launcher, shared_bytes, whole)
-from impls._frameworks.numba.runtime import Launch, word_views
+from impls._frameworks.numba.rows import (CHUNKS, KEEPS, MAX_CHUNK, STEP_MAX, STEP_WORDS, launch,
+                                          row_launcher)
 
 WELFORD, TWO_PASS, NAIVE = 0, 1, 2
 VARIANTS = {"welford": WELFORD, "two_pass": TWO_PASS, "naive": NAIVE}
@@ -132,10 +131,7 @@ def _register(variant: str, algorithm: int):
         cols = x.shape[1]
 
         def make(config, args, rows):
-            check(config, cols, x.element_size(), f"Numba layernorm {variant}")
-            return Launch(KERNELS[algorithm, whole(args, cols), keep(config)], grid(config, rows), config["threads"],
-                          (*word_views(*args), rows, cols, np.float32(eps), config["group"]),
-                          shared_bytes(config, cols), device=x.device)
+            return launch(KERNELS, (algorithm,), config, args, rows, (np.float32(eps),), f"Numba layernorm {variant}")
         return row_launcher(("layernorm", variant), f"layernorm {variant}", (x, weight, bias, out),
                             scratch(cols, x.dtype, x.device, 1, 2), make, cacheable=True)
     return bind

@@ -13,9 +13,8 @@ from impls._frameworks.numba.device import group_sum, inlined, rsqrt
 from impls._frameworks.numba.rowchunks import (CACHED, KEPT, cache_step, chunk_words, load_step, put_chunk,
                                                refetch_step, row_setup, row_words, step_of, step_value, step_values,
                                                value_of, width)
-from impls._frameworks.numba.rows import (CHUNKS, MAX_CHUNK, STEP_MAX, KEEPS, STEP_WORDS, check, grid, keep,
-                                          row_launcher, shared_bytes, whole)
-from impls._frameworks.numba.runtime import Launch, word_views
+from impls._frameworks.numba.rows import (CHUNKS, MAX_CHUNK, STEP_MAX, KEEPS, STEP_WORDS, launch,
+                                          row_launcher)
 
 
 @inlined
@@ -80,18 +79,9 @@ def _kernel(whole_rows, kind):
 KERNELS = {(w, kind): _kernel(w, kind) for w in (True, False) for kind in KEEPS}
 
 
-def launcher(x, weight, eps, y, config, rows):
-    cols = x.shape[1]
-    check(config, cols, x.element_size(), "Numba rmsnorm")
-    return Launch(KERNELS[whole((x, weight, y), cols), keep(config)], grid(config, rows), config["threads"],
-                  (*word_views(x, weight, y), rows, cols, np.float32(eps), config["group"]),
-                  shared_bytes(config, cols), device=x.device)
-
-
 @impl("rmsnorm", "numba")
 def bind(x, weight, eps, out):
     def make(config, args, rows):
-        xs, w, y = args
-        return launcher(xs, w, eps, y, config, rows)
+        return launch(KERNELS, (), config, args, rows, (np.float32(eps),), "Numba rmsnorm")
     return row_launcher(("rmsnorm",), "rmsnorm", (x, weight, out), scratch(x.shape[1], x.dtype, x.device, 1, 1), make,
                         cacheable=True)

@@ -17,9 +17,9 @@ from impls._frameworks.numba.launch import CHUNKS as FLAT_CHUNKS
 from impls._frameworks.numba.launch import blocks_for, tuned, with_grid
 from impls._frameworks.numba.rowchunks import (CACHED, KEPT, chunk_words, put_chunk, refetch_step, row_setup,
                                                row_words, step_of, step_value, value_of, width)
-from impls._frameworks.numba.rows import (CHUNKS, KEEPS, MAX_CHUNK, STEP_MAX, STEP_WORDS, check, grid, keep,
-                                          row_launcher, shared_bytes, whole)
-from impls._frameworks.numba.runtime import SIMULATED, Launch, flat_words, word_views
+from impls._frameworks.numba.rows import (CHUNKS, KEEPS, MAX_CHUNK, STEP_MAX, STEP_WORDS, launch,
+                                          row_launcher)
+from impls._frameworks.numba.runtime import SIMULATED, Launch, flat_words
 from impls.rmsnorm.numba import bind as rmsnorm_bind
 from impls.rmsnorm.numba import row_rstd
 
@@ -141,10 +141,7 @@ def bind_fused(x, weight, u, r, eps, out):
     cols = x.shape[1]
 
     def make(config, args, rows):
-        check(config, cols, x.element_size(), "Numba rmsnorm_silu_mul_add fused")
-        return Launch(KERNELS[whole(args, cols), keep(config)], grid(config, rows), config["threads"],
-                      (*word_views(*args), rows, cols, np.float32(eps), config["group"]),
-                      shared_bytes(config, cols), device=x.device)
+        return launch(KERNELS, (), config, args, rows, (np.float32(eps),), "Numba rmsnorm_silu_mul_add fused")
     return row_launcher(("rmsnorm_silu_mul_add", "fused"), "rmsnorm_silu_mul_add fused", (x, weight, u, r, out),
                         scratch(cols, x.dtype, x.device, 3, 1), make, cacheable=True)
 

@@ -20,9 +20,8 @@ from impls._frameworks.numba.device import (NEG_INF, group_max, group_online, gr
 from impls._frameworks.numba.rowchunks import (CACHED, KEPT, READ, cache_step, load_step, put_chunk, refetch_step,
                                                row_setup, row_words, step_of, step_values, value_of, width)
 from impls._frameworks._launch import scratch
-from impls._frameworks.numba.rows import (CHUNKS, KEEPS, MAX_CHUNK, STEP_MAX, STEP_WORDS, check, grid, keep,
-                                          row_launcher, shared_bytes, whole)
-from impls._frameworks.numba.runtime import Launch, word_views
+from impls._frameworks.numba.rows import (CHUNKS, KEEPS, MAX_CHUNK, STEP_MAX, STEP_WORDS, launch,
+                                          row_launcher)
 
 THREE_PASS, ONLINE, ON_CHIP = 0, 1, 2
 VARIANTS = {"three_pass": THREE_PASS, "online": ONLINE, "on_chip": ON_CHIP}
@@ -131,10 +130,8 @@ def _register(variant: str, algorithm: int):
             if on_chip and not (config["cached"] or config["kept"]):
                 raise ValueError(f"softmax on_chip: a {cols}-column row does not fit in 48 KiB of shared memory "
                                  "as fp32; the three_pass and online variants take it")
-            check(config, cols, x.element_size(), f"Numba softmax {variant}", KEEPS_OF[algorithm])
-            return Launch(KERNELS[algorithm, whole(args, cols), keep(config)], grid(config, rows), config["threads"],
-                          (*word_views(*args), rows, cols, config["group"]), shared_bytes(config, cols),
-                          device=x.device)
+            return launch(KERNELS, (algorithm,), config, args, rows, (), f"Numba softmax {variant}",
+                          KEEPS_OF[algorithm])
         return row_launcher(("softmax", variant), f"softmax {variant}", (x, out),
                             scratch(cols, x.dtype, x.device, 1, 0), make, cacheable=on_chip,
                             keeps=KEEPS_OF[algorithm])

@@ -30,7 +30,7 @@ the reductions on the tests' sizes: one thread a row, part of a warp, and severa
 from harness import tuner
 from impls._frameworks._launch import configured
 from impls._frameworks.numba.launch import fingerprint
-from impls._frameworks.numba.runtime import SIMULATED, TooManyThreads
+from impls._frameworks.numba.runtime import SIMULATED, Launch, TooManyThreads, word_views
 
 CHUNKS = 4                    # chunks (of 16 bytes) in flight per thread per step
 CHUNK_BYTES = 16              # a chunk: one 16-byte load or store
@@ -161,6 +161,21 @@ def check(config: dict, cols: int, itemsize: int, label: str, keeps: tuple = tup
 def grid(config: dict, rows: int) -> int:
     per_block = config["threads"] // config["group"]
     return max(1, -(-rows // per_block))
+
+
+def launch(kernels: dict, variant: tuple, config: dict, tensors: tuple, rows: int, scalars: tuple, label: str,
+           keeps: tuple = tuple(KEEPS)) -> Launch:
+    """The launch of a row kernel for ``config`` on the first ``rows`` rows of ``tensors`` (x
+    first, the output last), checked first (``check``): the kernel ``kernels[(*variant, whole,
+    keep)]`` (its row shape and keep constants of its code), with the arguments every row
+    kernel takes in this order: each tensor's (elements, words, phase), rows, cols, the op's
+    ``scalars``, the group."""
+    x = tensors[0]
+    cols = x.shape[1]
+    check(config, cols, x.element_size(), label, keeps)
+    return Launch(kernels[(*variant, whole(tensors, cols), keep(config))], grid(config, rows), config["threads"],
+                  (*word_views(*tensors), rows, cols, *scalars, config["group"]), shared_bytes(config, cols),
+                  device=x.device)
 
 
 def row_launcher(key: tuple, label: str, inputs: tuple, scratch, bind, cacheable: bool, keeps: tuple = tuple(KEEPS)):
