@@ -535,3 +535,27 @@ def test_a_numba_kernel_compiled_once_loads_from_the_disk_cache_in_the_next_proc
     print(f"numba bind, cold: {runs[0]['seconds']:.2f} s, warm: {runs[1]['seconds']:.2f} s")
     assert runs[0]["misses"] >= 1 and runs[1]["misses"] == 0 and runs[1]["hits"] >= 1, runs
     assert list((tmp_path / "numba").iterdir()), "no cache folder under $HARNESS_CACHE/numba"
+
+
+NUMBA_USABLE = registry.frameworks()["numba"].unusable(torch.device("cuda:0")) is None
+
+
+def _numba_rows():
+    if not NUMBA_USABLE:
+        return []
+    from tests import numba_keeps
+    return numba_keeps.row_impls()
+
+
+@pytest.mark.parametrize("key", _numba_rows(), ids="-".join)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_a_numba_row_s_bits_do_not_depend_on_where_it_is_kept(monkeypatch, key, dtype):
+    """The compiled kernels of a row kept in registers, cached in shared memory and read again
+    (each a kernel of its own: NVVM and ptxas may schedule or contract each one its own way)
+    give the same bits and pass the checks: rows of 4096 columns (whole, aligned) and 4100
+    (misaligned by one element: the kernels for any rows), random and adversarial inputs. The
+    simulator's test checks the same on short rows."""
+    from tests import numba_keeps
+    found = numba_keeps.failures(key, dtype, torch.device("cuda:0"), monkeypatch, ((4096, 0), (4100, 1)), 67,
+                                 lambda offset, op: ["random", *op.adversarial])
+    assert not found, "\n".join(found)

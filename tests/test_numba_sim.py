@@ -275,39 +275,12 @@ def test_a_kept_row_s_bits_are_the_same_group_s_row_cached_and_read_again(monkey
     16-bit values as their raw words, the passes unrolled once); the same group's kernels for
     a cached row and a row read again loop over the same step. All three are right against the
     float64 reference and give the same bits, on whole rows (104 columns, aligned) and on any
-    rows (101, misaligned, every input set): where a row is kept changes no bit (rows.py)."""
-    from impls._frameworks.numba import rows
-    op_name, _, variant = key
-    op = OPS[op_name]()
-    bind = registry.registered()[key].bind
-    itemsize = torch.empty(0, dtype=getattr(torch, dtype)).element_size()
-    failures = []
-    for cols, offset in ((104, 0), (101, 1)):
-        group = 1
-        while not rows.shape(group, cols, True, itemsize)["kept"]:
-            group *= 2
-        keeps = {"on_chip": ("kept", "cached")}.get(variant, ("kept", "read") if variant in CACHE_CHOICES
-                                                         else ("kept", "cached", "read"))
-        for case in ["random", *(op.adversarial if offset else ())]:
-            inputs = op.inputs((3, cols), getattr(torch, dtype), CPU, seed=cols + 3 * len(case), case=case)
-            moved = {k: _misaligned(v, offset) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
-            outs = {}
-            for keep in keeps:
-                def config(n, cacheable, size, keep=keep):
-                    c = rows.shape(group, n, cacheable, size)
-                    return {**c, "kept": keep == "kept", "cached": keep == "cached"}
-                monkeypatch.setattr(rows, "sim_config", config)
-                out = _misaligned(op.make_output(moved), offset)
-                launch = bind(**moved, out=out)
-                assert rows.KEEPS[rows.keep(launch.config)] == keep and launch.config["group"] == group, launch.config
-                result, _ = checked_launch(op, launch, moved, out, getattr(torch, dtype), case, cols, lambda: None)
-                if not result.passed:
-                    failures.append(f"{cols} columns, {case}, {keep}: {result.detail}")
-                outs[keep] = out.clone()
-            for keep, got in outs.items():
-                if not torch.equal(got.view(torch.uint8), outs["kept"].view(torch.uint8)):
-                    failures.append(f"{cols} columns, {case}: the row {keep} gave other bits than the row kept")
-    assert not failures, "\n".join(failures)
+    rows (101, misaligned, every input set): where a row is kept changes no bit (rows.py).
+    tests/test_gpu.py checks the same of the compiled kernels."""
+    from tests import numba_keeps
+    found = numba_keeps.failures(key, getattr(torch, dtype), CPU, monkeypatch, ((104, 0), (101, 1)), 3,
+                                 lambda offset, op: ["random", *(op.adversarial if offset else ())])
+    assert not found, "\n".join(found)
 
 
 @pytest.mark.parametrize("cols", [4096, 65536, 1 << 20])

@@ -9,7 +9,7 @@
 #    chosen config and every tuned candidate's registers and time;
 # 2. every Numba GPU test (full-size checks, odd sizes on misaligned views, the disk cache);
 # 3. the keeps' bits on the GPU: kept, cached and read again give the same bits for the same
-#    group (devtools/gpu/numba-keeps.py; bf16 and fp32, rows of 4096 and 4100 columns).
+#    group (tests/test_gpu.py's keeps test; bf16 and fp32, rows of 4096 and 4100 columns).
 # ROWS16_STEPS: the steps to run (default all: rows tests keeps); a fresh machine compiles
 # every kernel cold, so a step cut at its limit can run alone in a call of its own.
 source "$(dirname "$0")/steps.sh"
@@ -49,6 +49,7 @@ fi
 wanted tests && step numba-tests "$(left 90)" python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -k numba --durations=10
 
 # 3. The keeps' bits on the GPU.
-wanted keeps && step numba-keeps "$(left 60)" python3 devtools/gpu/numba-keeps.py bfloat16 float32
+wanted keeps && step numba-keeps "$(left 60)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py \
+  -k where_it_is_kept
 echo "exit status $status after $SECONDS s" | tee -a "$OUT/steps.log"
 exit $status
