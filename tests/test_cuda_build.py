@@ -148,6 +148,21 @@ def test_a_row_kernel_has_configs_for_every_row_length_and_holds_the_row_where_a
                 assert kept, (cols, itemsize)
 
 
+def test_every_row_config_runs_one_of_the_kernel_shapes_cupy_compiles_ahead():
+    """CuPy compiles every (packs, trip) of rows.kernel_shapes once per template and dtype,
+    whatever the row length: every config of every row length is one of them, and each shape
+    is some row length's config."""
+    from impls._frameworks.cuda.rows import configs, kernel_shapes, trip_of
+    for kept, looped in ((True, True), (True, False), (False, True)):
+        used = set()
+        for cols in (1, 7, 127, 781, 1000, 4096, 8192, 16384, 65536, 262144, 4000037):
+            for itemsize in (2, 4):
+                for c in configs(cols, itemsize, kept, looped):
+                    assert (c["packs"], trip_of(c)) in kernel_shapes(kept, looped), (cols, itemsize, c)
+                    used.add((c["packs"], trip_of(c)))
+        assert used == set(kernel_shapes(kept, looped)), (kept, looped, used)
+
+
 def test_a_looped_row_offers_every_trip_its_threads_can_fill_and_the_kernels_build_those():
     """Each looped (group, block) comes with trips 1, 2 and 4 up to the first that takes a
     thread's whole row in one trip (a larger one makes the same loads holding more registers);

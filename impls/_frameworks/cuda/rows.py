@@ -75,6 +75,13 @@ def configs(cols: int, itemsize: int, kept: bool = True, looped: bool = True) ->
     return out
 
 
+def kernel_shapes(kept: bool = True, looped: bool = True) -> list[tuple[int, int]]:
+    """Every (packs, trip) a config of ``configs`` may have, whatever the row length: the row
+    kernels host.cuh builds (packs kept a power of two up to MAX_KEPT, each looped trip)."""
+    held = [(1 << k, 0) for k in range(MAX_KEPT.bit_length())] if kept else []
+    return held + ([(0, trip) for trip in TRIPS] if looped else [])
+
+
 def unrunnable() -> tuple:
     """The error of a config that cannot launch (CUDA's 'too many resources requested for
     launch', raised by the launch check; MAX_THREADS keeps the configs here clear of it): the
