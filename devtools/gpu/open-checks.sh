@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
 # What the open issues still need measured on the H200, from the repository root on a bare GPU host with
-# PYTHONPATH=/tmp/site:$PWD, within ~9 minutes (limits add to 470 s); everything comes back in
+# PYTHONPATH=/tmp/site:$PWD, within ~9 minutes (limits add to 530 s); everything comes back in
 # $OUT/out-open-checks.tgz:
 # 1. the CUDA build (~50 s cold);
-# 2. the longest CUDA row (long-row.py: 2^31 - 16 elements and one fewer, random signs, every
+# 2. memcheck of the 1-D CUDA kernels (copy, scale, sum; the row ops and max ran clean at
+#    ea6f187: 2,904 launches, 0 errors) at odd sizes on views at odd offsets;
+# 3. the longest CUDA row (long-row.py: 2^31 - 16 elements and one fewer, random signs, every
 #    trip, against float64; 2^31 - 15 refused);
-# 3. Nsight Compute on the cases where CUDA stays short of Triton (issue 34): LayerNorm two_pass
+# 4. Nsight Compute on the cases where CUDA stays short of Triton (issue 34): LayerNorm two_pass
 #    fp32 32768x4096 and RMSNorm fp32 8192x16384, CUDA beside Triton: speed of light, memory
 #    workload, occupancy, warp stalls;
-# 4. Numba's row ops at 16384x8192 and 8192x16384, bf16 and fp32 (their per-keep kernels
+# 5. Numba's row ops at 16384x8192 and 8192x16384, bf16 and fp32 (their per-keep kernels
 #    measured at 32768x4096 only);
-# 5. the CuPy GPU tests (4 processes on the one GPU: correctness, not timing).
+# 6. the CuPy GPU tests (4 processes on the one GPU: correctness, not timing).
 source "$(dirname "$0")/steps.sh"
 nvidia-smi --query-gpu=name,uuid,clocks.max.memory --format=csv | tee "$OUT/gpu.txt"
 git log --oneline -1 | tee "$OUT/version.txt"
 export PYTHONUNBUFFERED=1
 step cuda-build 90 python3 -m impls._frameworks.cuda.build
+step memcheck-1d 60 compute-sanitizer --tool memcheck --error-exitcode 3 python3 devtools/cuda-sanitize copy scale sum
 step long-row 90 python3 devtools/gpu/long-row.py
 if command -v ncu > /dev/null; then
   step ncu 80 ncu --nvtx --nvtx-include "profile/" --section SpeedOfLight --section MemoryWorkloadAnalysis \
