@@ -60,13 +60,13 @@ def load(entry: str) -> dict | None:
     return _read().get(entry)
 
 
-def store(entry: str, value: dict, machine: str | None = None) -> dict:
+def store(entry: str, value: dict, machine: str) -> dict:
     """Keep ``value`` (JSON) under ``entry``, stamped with when it was measured and on which
     ``machine`` (a GPU and software stack's digest, for ``holds_choices``); returns the
     stamped value. Written whole and renamed, so that a reader never sees half a
     file; an unwritable cache costs only a re-tuning next time."""
     value = {**value, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-             **({"machine": machine} if machine else {})}
+             "machine": machine}
     path = _path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -211,3 +211,39 @@ def test_harness_overrides_after_a_double_dash_reach_each_run(tmp_path, monkeypa
     assert tool.main(["run", out, "--ops", "rmsnorm", "--phases", "cold", "--", "triton_compile=threads"]) == 0
     assert tool.main(["run", out, "--ops", "softmax", "--phases", "warm", "--"]) == 0
     assert seen == [("rmsnorm", "cold", ["triton_compile=threads"]), ("softmax", "warm", [])]
+
+
+def test_a_sigint_to_first_run_stops_its_run_too_and_leaves_the_later_runs_out(tmp_path, monkeypatch):
+    """The run is in a session of its own (a cut sends it a SIGINT of its own): a SIGINT to the
+    tool itself (a GPU step's time limit) is passed on to the run, its line is written as cut,
+    and the ops after it are not started."""
+    import signal
+    tool = _first_run_tool()
+    started, signals = [], []
+
+    real = tool.subprocess.Popen
+
+    class Run:
+        pid, returncode = 4242, -2
+
+        def __new__(cls, command, **kwargs):   # the harness's run; anything else (git) as it is
+            if command[1:3] != ["-m", "harness"]:
+                return real(command, **kwargs)
+            started.append(command)
+            return super().__new__(cls)
+
+        def __init__(self, command, **kwargs):
+            pass
+
+        def wait(self, timeout=None):
+            if not signals:
+                raise KeyboardInterrupt   # Ctrl-C or a step's limit, while the run runs
+            return self.returncode
+    monkeypatch.setattr(tool.subprocess, "Popen", Run)
+    monkeypatch.setattr(tool.os, "killpg", lambda pid, sig: signals.append((pid, sig)))
+    out = tmp_path / "first-run.jsonl"
+    code = tool.main(["run", str(out), "--ops", "rmsnorm,softmax", "--phases", "cold",
+                      "--cache", str(tmp_path / "cache"), "--runs", str(tmp_path / "runs")])
+    assert code == 130 and signals == [(4242, signal.SIGINT)] and len(started) == 1
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [(x["op"], x["cut"]) for x in lines] == [("rmsnorm", True)] and "stopped" not in lines[0]

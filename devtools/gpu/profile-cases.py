@@ -14,8 +14,10 @@ def main(cases: list[str]) -> None:
     device = torch.device("cuda:0")
     for case in cases:
         op_name, impl, variant, dtype, shape = case.split(":")
-        registry.load_impls(op_name, [impl])
-        registry.frameworks()[impl].prepare(device)
+        registry.frameworks()[impl].prepare(device)   # before its modules are imported, as the runner does
+        _, failures = registry.load_impls(op_name, [impl])
+        if failures:
+            sys.exit(f"{case}: {failures[0].reason}")
         op = registry.ops()[op_name]()
         inputs = op.inputs(tuple(int(n) for n in shape.split("x")), getattr(torch, dtype), device, seed=1)
         out = op.make_output(inputs)
