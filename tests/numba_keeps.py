@@ -63,7 +63,7 @@ def failures(key, dtype: torch.dtype, device: torch.device, monkeypatch, sizes, 
             moved = {k: misaligned(v, offset) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
             outs = {}
             for keep in keeps:
-                def config(n, cacheable, size, keep=keep):
+                def config(n, cacheable, size, keeps=(), keep=keep):
                     c = rows.shape(group, n, cacheable, size)
                     c = {**c, "kept": keep == rows.KEPT, "cached": keep == rows.CACHED}
                     if c["cached"] and rows.cache_bytes(c, n) > rows.SHARED_LIMIT:

@@ -251,7 +251,7 @@ def test_rows_read_in_several_steps_are_right_and_the_cache_changes_no_bit(monke
             moved = {k: _misaligned(v, offset) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
             outs = []
             for cached in CACHE_CHOICES.get(variant, (True, False)):
-                def config(n, cacheable, itemsize, cached=cached):
+                def config(n, cacheable, itemsize, keeps=(), cached=cached):
                     c = rows.shape(2, n, cacheable, itemsize)
                     assert not c["kept"], c
                     return {**c, "cached": cached and cacheable}
@@ -332,7 +332,8 @@ def _refusal(monkeypatch, key, cols, dtype, **changes):
     from impls._frameworks.numba import rows
     op = OPS[key[0]]()
     inputs = op.inputs((2, cols), dtype, CPU, seed=cols, case="random")
-    monkeypatch.setattr(rows, "sim_config", lambda n, cacheable, size: {**rows.shape(1, n, cacheable, size), **changes})
+    monkeypatch.setattr(rows, "sim_config", lambda n, cacheable, size, keeps=(): {**rows.shape(1, n, cacheable, size),
+                                                                                        **changes})
     with pytest.raises(ValueError) as error:
         registry.registered()[key].bind(**inputs, out=op.make_output(inputs))
     return str(error.value)
@@ -389,3 +390,20 @@ def test_the_tuner_s_space_offers_each_variant_only_the_keeps_it_has_kernels_for
     assert all(rows.keep(c) != rows.CACHED for c in rows.configs(16384, False, 2, (rows.KEPT, rows.READ)))
     # a row no kept or cached config covers: the space is left whole, and the launcher says why
     assert rows.configs(1 << 20, True, 4, (rows.KEPT, rows.CACHED))
+
+
+def test_the_simulator_s_config_is_one_the_variant_has_a_kernel_for():
+    """softmax on_chip (kept or cached) on a row too long to cache takes the smallest group
+    that keeps it in registers, under the simulator as on the GPU, not a read-again config its
+    launcher refuses; and it runs right there."""
+    from impls._frameworks.numba import rows
+    config = rows.sim_config(16384, True, 4, (rows.KEPT, rows.CACHED))
+    assert rows.keep(config) == rows.KEPT and config["group"] == 1024, config
+    assert rows.keep(rows.sim_config(16384, True, 4)) == rows.READ   # a variant that has it keeps the default
+    spec = OPS["softmax"]()
+    inputs = spec.inputs((1, 12289), torch.float32, CPU, seed=5)
+    out = spec.make_output(inputs)
+    launch = registry.registered()[("softmax", "numba", "on_chip")].bind(**inputs, out=out)
+    assert rows.keep(launch.config) == rows.KEPT, launch.config
+    result, _ = checked_launch(spec, launch, inputs, out, torch.float32, "random", 5, lambda: None)
+    assert result.passed, result.detail

@@ -113,8 +113,15 @@ def configs(cols: int, cacheable: bool, itemsize: int, keeps: tuple = tuple(KEEP
     return runnable or space   # none the variant can run: its launcher's refusal says why
 
 
-def sim_config(cols: int, cacheable: bool, itemsize: int) -> dict:
-    return shape(min(SIM_MAX_GROUP, _pow2_at_least(-(-cols // SIM_PER_THREAD))), cols, cacheable, itemsize)
+def sim_config(cols: int, cacheable: bool, itemsize: int, keeps: tuple = tuple(KEEPS)) -> dict:
+    """The simulator's config; where the variant has no kernel for its keep (softmax on_chip on
+    a row too long to cache), the smallest larger group that keeps the row in registers."""
+    group = min(SIM_MAX_GROUP, _pow2_at_least(-(-cols // SIM_PER_THREAD)))
+    config = shape(group, cols, cacheable, itemsize)
+    while keep(config) not in keeps and group < 1024:
+        group *= 2
+        config = shape(group, cols, cacheable, itemsize)
+    return config
 
 
 def shared_bytes(config: dict, cols: int) -> int:
@@ -189,7 +196,7 @@ def row_launcher(key: tuple, label: str, inputs: tuple, scratch, bind, cacheable
         raise ValueError(f"rows of {cols} columns: the Numba row kernels index within a row in 32 bits (rows of "
                          "fewer than 2^31 columns and 2^32 bytes); reshape the input into shorter rows")
     if SIMULATED:
-        config = sim_config(cols, cacheable, x.element_size())
+        config = sim_config(cols, cacheable, x.element_size(), keeps)
         return configured(bind(config, inputs, rows), {**config, "whole": whole(inputs, cols), "simulated": True})
     space = configs(cols, cacheable, x.element_size(), keeps)
     key = ("numba", *key, cols, str(x.dtype))
