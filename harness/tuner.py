@@ -25,10 +25,11 @@ problem with the larger budgets.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import math
 import time
 from dataclasses import asdict, dataclass, field
-import json
 from pathlib import Path
 from typing import Callable
 
@@ -277,7 +278,6 @@ def environment(device) -> dict:
 
 def machine(device) -> str:
     """A short digest of ``environment``: the stamp of the choices measured on this machine."""
-    import hashlib
     return hashlib.sha256(json.dumps(environment(device), sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -287,7 +287,6 @@ def _cache_entry(key, fingerprint: dict | None, device, **inputs) -> str | None:
     machine. None without a fingerprint (stand-ins)."""
     if fingerprint is None:
         return None
-    import hashlib
     return tuning_cache.entry_key(key, {**fingerprint, "search": search(), "inputs": inputs,
                                         "tuner": hashlib.sha256(_SOURCE).hexdigest(), **environment(device)})
 

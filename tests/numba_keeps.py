@@ -10,6 +10,7 @@ import torch
 
 from harness import registry
 from harness.checks import checked_launch
+from tests.layouts import misaligned
 
 
 def row_impls() -> list[tuple[str, str, str]]:
@@ -23,13 +24,6 @@ def row_impls() -> list[tuple[str, str, str]]:
             found += [i.key for i in impls if i.impl == "numba" and i.variant not in spec.negative_controls
                       and (name, i.variant) != ("rmsnorm_silu_mul_add", "unfused")]
     return found
-
-
-def misaligned(t: torch.Tensor, offset: int) -> torch.Tensor:
-    """``t``'s values in a view ``offset`` elements past a fresh allocation's start."""
-    view = torch.empty(t.numel() + offset, dtype=t.dtype, device=t.device)[offset:].view(t.shape)
-    view.copy_(t)
-    return view
 
 
 def keeps_of(bind, variant: str) -> tuple:
@@ -52,18 +46,17 @@ def failures(key, dtype: torch.dtype, device: torch.device, monkeypatch, sizes, 
     op = registry.ops()[op_name]()
     bind = registry.registered()[key].bind
     itemsize = torch.empty(0, dtype=dtype).element_size()
-    found = []
+    keeps, found = keeps_of(bind, variant), []
     for cols, offset in sizes:
         group = 1
         while not rows.shape(group, cols, True, itemsize)["kept"]:
             group *= 2
-        keeps = keeps_of(bind, variant)
         for case in cases_at(offset, op):
             inputs = op.inputs((rows_per_case, cols), dtype, device, seed=cols + 3 * len(case), case=case)
             moved = {k: misaligned(v, offset) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
             outs = {}
             for keep in keeps:
-                def config(n, cacheable, size, keeps=(), keep=keep):
+                def config(n, cacheable, size, _keeps=(), keep=keep):   # rows.sim_config's signature
                     c = rows.shape(group, n, cacheable, size)
                     c = {**c, "kept": keep == rows.KEPT, "cached": keep == rows.CACHED}
                     if c["cached"] and rows.cache_bytes(c, n) > rows.SHARED_LIMIT:
@@ -80,5 +73,6 @@ def failures(key, dtype: torch.dtype, device: torch.device, monkeypatch, sizes, 
                 outs[keep] = out.clone()
             for keep, got in outs.items():
                 if not torch.equal(got.view(torch.uint8), outs[rows.KEPT].view(torch.uint8)):
-                    found.append(f"{cols} columns, {case}: the row {rows.KEEPS[keep]} gave other bits than the row kept")
+                    found.append(f"{cols} columns, {case}: the row {rows.KEEPS[keep]} gave other bits than "
+                                 "the row kept")
     return found

@@ -21,6 +21,7 @@ import torch
 
 from harness import registry
 from impls._frameworks.cupy import kernels
+from tests.layouts import misaligned
 from tests.test_cuda_build import _nvcc_or_skip
 
 EXPECTED = {("copy", "idiomatic"), ("copy", "raw"), ("scale", "idiomatic"), ("scale", "raw"),
@@ -107,12 +108,6 @@ class _Kernel:
         self.launches.append((self.op, self.expression, grid, block, args))
 
 
-def _misaligned(t: torch.Tensor, offset: int) -> torch.Tensor:
-    view = torch.empty(t.numel() + offset, dtype=t.dtype)[offset:].view(t.shape)
-    view.copy_(t)
-    return view
-
-
 def _bind_every_raw_variant(monkeypatch, pick: int) -> tuple[dict, list, dict]:
     """Bind and launch every raw variant of every op on CPU tensors (every dtype; irregular,
     aligned and misaligned shapes), in config number ``pick`` of each space, with CuPy's
@@ -160,11 +155,11 @@ def _bind_every_raw_variant(monkeypatch, pick: int) -> tuple[dict, list, dict]:
             for dtype in (torch.float32, torch.bfloat16, torch.float16):
                 inputs = spec.inputs(shape, dtype, "cpu", seed=1)
                 for x_offset, out_offset in ((0, 0), (1, 0), (3, 3)):
-                    moved = {k: _misaligned(v, x_offset) if isinstance(v, torch.Tensor) else v
+                    moved = {k: misaligned(v, x_offset) if isinstance(v, torch.Tensor) else v
                              for k, v in inputs.items()}
                     out = spec.make_output(moved)
                     if out.numel() > 1:
-                        out = _misaligned(out, out_offset)
+                        out = misaligned(out, out_offset)
                     before = len(launches)
                     impl.bind(**moved, out=out)()
                     assert len(launches) > before, f"{op_name} {variant} launched nothing"

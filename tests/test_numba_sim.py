@@ -19,6 +19,8 @@ import torch
 from harness import registry
 from harness.checks import checked_launch
 from harness.runner import CaseSpec
+from tests import numba_keeps
+from tests.layouts import misaligned
 
 CPU = torch.device("cpu")
 FRAMEWORK = registry.frameworks()["numba"]
@@ -90,14 +92,6 @@ def test_the_harness_checks_pass_under_the_simulator(cpu_runner, within_the_simu
         assert rec.batch_invariant, rec.batch_note
 
 
-def _misaligned(t: torch.Tensor, offset: int) -> torch.Tensor:
-    """t's values in a view that starts ``offset`` elements into a buffer (no alignment)."""
-    buf = torch.empty(t.numel() + offset, dtype=t.dtype)
-    view = buf[offset:].view(t.shape)
-    view.copy_(t)
-    return view
-
-
 @pytest.mark.parametrize("key", IMPLS, ids=lambda k: "-".join(k))
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_right_on_irregular_sizes_and_misaligned_views(key, dtype):
@@ -113,11 +107,11 @@ def test_right_on_irregular_sizes_and_misaligned_views(key, dtype):
         for case in ["random", *([c for c in op.adversarial if c not in TOO_BIG_FOR_THE_SIMULATOR] if small else [])]:
             seed = sum(shape) + len(case)
             inputs = op.inputs(shape, getattr(torch, dtype), CPU, seed=seed, case=case)
-            moved = {k: _misaligned(v, 1 + i % 3) if isinstance(v, torch.Tensor) else v
+            moved = {k: misaligned(v, 1 + i % 3) if isinstance(v, torch.Tensor) else v
                      for i, (k, v) in enumerate(inputs.items())}
             out = op.make_output(moved)
             if out.dim() > 0:
-                out = _misaligned(out, 3)
+                out = misaligned(out, 3)
             result, _ = checked_launch(op, bind(**moved, out=out), moved, out, getattr(torch, dtype), case, seed,
                                        lambda: None)
             if not result.passed:
@@ -210,10 +204,10 @@ def test_a_row_s_bits_do_not_depend_on_its_alignment(op_name, variant, cols, dty
     inputs = op.inputs(shape, getattr(torch, dtype), CPU, seed=7, case="random")
     results, kinds = [], []
     for offset in range(4):
-        moved = {k: _misaligned(v, offset) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+        moved = {k: misaligned(v, offset) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
         out = op.make_output(moved)
         if out.dim() > 0:   # offset 3: x misaligned, the output aligned (the kernel for any rows still)
-            out = _misaligned(out, offset and (offset + 1) % 4)
+            out = misaligned(out, offset and (offset + 1) % 4)
         launch = bind(**moved, out=out)
         kinds.append(launch.config["whole"])
         launch()
@@ -228,8 +222,7 @@ def test_a_row_s_bits_do_not_depend_on_its_alignment(op_name, variant, cols, dty
 # The norms and the chain read a row again or cache it (the tuner chooses); on_chip always
 # caches it; three_pass and online always read it again.
 CACHE_CHOICES = {"on_chip": (True,), "three_pass": (False,), "online": (False,)}
-ROW_IMPLS = [k for k in IMPLS if OPS[k[0]].row_op and k[2] not in OPS[k[0]].negative_controls
-             and (k[0], k[2]) != ("rmsnorm_silu_mul_add", "unfused")]
+ROW_IMPLS = numba_keeps.row_impls()
 
 
 @pytest.mark.parametrize("key", ROW_IMPLS, ids=lambda k: "-".join(k))
@@ -248,7 +241,7 @@ def test_rows_read_in_several_steps_are_right_and_the_cache_changes_no_bit(monke
     for cols, offset in ((104, 0), (101, 1)):
         for case in ["random", *(op.adversarial if offset else ())]:
             inputs = op.inputs((3, cols), getattr(torch, dtype), CPU, seed=cols + len(case), case=case)
-            moved = {k: _misaligned(v, offset) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+            moved = {k: misaligned(v, offset) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
             outs = []
             for cached in CACHE_CHOICES.get(variant, (True, False)):
                 def config(n, cacheable, itemsize, keeps=(), cached=cached):
@@ -256,7 +249,7 @@ def test_rows_read_in_several_steps_are_right_and_the_cache_changes_no_bit(monke
                     assert not c["kept"], c
                     return {**c, "cached": cached and cacheable}
                 monkeypatch.setattr(rows, "sim_config", config)
-                out = _misaligned(op.make_output(moved), offset)
+                out = misaligned(op.make_output(moved), offset)
                 launch = bind(**moved, out=out)
                 assert launch.config["whole"] == (offset == 0), (cols, offset, launch.config)   # both kernels run
                 result, _ = checked_launch(op, launch, moved, out, getattr(torch, dtype), case, cols, lambda: None)
@@ -277,7 +270,6 @@ def test_a_kept_row_s_bits_are_the_same_group_s_row_cached_and_read_again(monkey
     float64 reference and give the same bits, on whole rows (104 columns, aligned) and on any
     rows (101, misaligned, every input set): where a row is kept changes no bit (rows.py).
     tests/test_gpu.py checks the same of the compiled kernels."""
-    from tests import numba_keeps
     found = numba_keeps.failures(key, getattr(torch, dtype), CPU, monkeypatch, ((104, 0), (101, 1)), 3,
                                  lambda offset, op: ["random", *(op.adversarial if offset else ())])
     assert not found, "\n".join(found)

@@ -44,8 +44,8 @@ def row_launcher(op: str, key: tuple, label: str, template: str, inputs: tuple, 
     n_rows, cols = x.shape
     if not cuda_rows.configs(cols, x.element_size(), kept, looped):
         raise ValueError(f"CuPy {label}: no config holds a row of {cols} elements")
-    names = {(packs, trip, w): expression(template, x.dtype, {"packs": packs, "trip": trip}, w)
-             for packs, trip in cuda_rows.kernel_shapes(kept, looped) for w in (True, False)}
+    shapes = [{"packs": packs, "trip": trip} for packs, trip in cuda_rows.kernel_shapes(kept, looped)]
+    names = {kernel_of(c, w): expression(template, x.dtype, c, w) for c in shapes for w in (True, False)}
     compiled = kernels.functions(op, sorted(set(names.values())))
 
     def bind(config, args, batch_rows):

@@ -98,9 +98,9 @@ def configs(cols: int, cacheable: bool, itemsize: int, keeps: tuple = tuple(KEEP
     where 1024 is the largest group in range, 512 is a candidate too: every row length keeps
     one that launches. A group of 1024 that keeps its row in registers is one block a SM
     once its kernel takes more than 32 registers (rmsnorm fp32: 40, ptxas sm_90), so nothing
-    overlaps its reduction; where it is the only group that keeps the row (rows of 8193 to 16384
-    fp32 columns, 16385 to 32768 16-bit), the same group not keeping it (cached or read again, 32 registers: two
-    blocks a SM) is a candidate beside it: the keep changes no bit."""
+    overlaps its reduction; where it is the only group that keeps the row (rows of 8193 to
+    16384 fp32 columns, 16385 to 32768 16-bit), the same group not keeping it (cached or read
+    again, 32 registers: two blocks a SM) is a candidate beside it: the keep changes no bit."""
     groups = [g for g in (1 << k for k in range(11)) if MIN_PER_THREAD <= -(-cols // g) <= MAX_PER_THREAD]
     if not groups:
         groups = [1] if cols < MIN_PER_THREAD else [1024]
