@@ -7,7 +7,7 @@ Python and never types them, so this is what checks in CI that Numba can compile
 libnvvm and libdevice (a CUDA toolkit) and NVRTC (pip nvidia-cuda-nvrtc).
 ``python tests/numba_compile.py --gpu``: on a GPU, compile and load each one through its
 dispatcher, as a bind does (from the disk cache in $HARNESS_CACHE/numba when it is there):
-prints the seconds and the cache's hits and misses (devtools/gpu/numba-fast.sh times it cold and warm)."""
+prints the seconds and the cache's hits and misses (run it twice: cold, then warm from the cache)."""
 import os
 import sys
 import time

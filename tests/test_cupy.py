@@ -6,8 +6,7 @@ compiles through NVRTC itself (the same source text and name expressions CuPy ge
 launch passes the arguments the compiled kernel declares. The kernels' bodies are compiled to
 machine code by nvcc in tests/test_cuda_build.py (the extension's build): here NVRTC stops after
 its front end, which is where NVRTC and nvcc differ. What only the GPU checks (CuPy's own
-compile, the idiomatic kernels' bodies, the results) is in tests/test_gpu.py and
-devtools/gpu/cupy-shared.sh."""
+compile, the idiomatic kernels' bodies, the results) is in tests/test_gpu.py."""
 from __future__ import annotations
 
 import re

@@ -126,7 +126,7 @@ def test_numba_sass_shows_the_row_kernels_moving_16_bytes_a_load():
 
 
 def test_cuda_looped_tables_give_the_ratio_the_choice_by_trip_and_bits_a_trip_changed(tmp_path):
-    """devtools/gpu/cuda-looped.py on records as the harness writes them: the CUDA/Triton ratio
+    """devtools/gpu/cuda-tables.py on records as the harness writes them: the CUDA/Triton ratio
     is Triton's median over CUDA's fastest passing variant (a negative control never counts),
     each trip's fastest looped candidate is named with its registers, and candidates of one
     group that wrote different bits are called out (a trip that is not bit-neutral)."""
@@ -148,7 +148,7 @@ def test_cuda_looped_tables_give_the_ratio_the_choice_by_trip_and_bits_a_trip_ch
     regs = tmp_path / "res.txt"
     regs.write_text(" Function void hk::rmsnorm_rows<float, 0, 1, true>(float const*, float const*, float*, long, "
                     "int, float, int):\n  REG:27 STACK:0 SHARED:128\n")
-    proc = subprocess.run([sys.executable, str(ROOT / "devtools" / "gpu" / "cuda-looped.py"), str(results),
+    proc = subprocess.run([sys.executable, str(ROOT / "devtools" / "gpu" / "cuda-tables.py"), str(results),
                            "--regs", str(regs)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "| rmsnorm | 8192x16384 | float32 | tuned | group=128 packs=0 threads=256 trip=1 | 100.0 |" in proc.stdout

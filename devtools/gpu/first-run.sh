@@ -6,7 +6,8 @@
 # (2) the same with its caches warm; (3) each tuning key's seconds, from the records' tuning
 # tables; (4) the fast and exhaustive searches side by side at the 6 large rmsnorm cases
 # (Triton; fp32 and bf16 at 32768x4096, 16384x8192, 8192x16384): the configs each chose and
-# the medians each gave, minutes apart in one call (the no-loss rule: within 1%).
+# the medians each gave, minutes apart in one call (the no-loss rule: within 1%); before it, the
+# first Numba and Triton cases of a warm run under cProfile (where a framework's start goes).
 # Everything lands under $OUT; about 8 minutes at most (each step has its own limit, and a
 # step cut by it keeps what it measured: devtools/first-run sends the harness a SIGINT).
 source "$(dirname "$0")/steps.sh"
@@ -45,7 +46,18 @@ PY
 cat "$OUT/tuning-seconds.txt"
 python3 devtools/first-run table "$OUT/first-run.jsonl" | tee "$OUT/first-run.md"
 
-# 4. (EXHAUSTIVE_S=0 leaves it out.) Exhaustive beside fast at the large cases, in the warm run's cache (entries are kept per search).
+# 4. Where a warm run's first case of a framework goes (rmsnorm's warm run: Numba's first case
+#    10.6 s, Triton's 3.0 s, the other cases 0.2-0.8 s): the two first cases in the harness's own
+#    process (isolate=false) under cProfile, warm: the functions by cumulative and by own time.
+if [[ ",$OPS," == *",rmsnorm,"* ]]; then
+  HARNESS_CACHE="$HARNESS_CACHE/rmsnorm" step first-cases ${FIRST_CASES_S:-60} python3 -m cProfile -o /tmp/first-cases.prof \
+    -m harness op=rmsnorm "impl=[numba,triton]" dtype=fp32 "shapes=[[1,4096]]" isolate=false tracking=none \
+    hydra.run.dir=/tmp/runs/first-cases
+  python3 -c "import pstats; pstats.Stats('/tmp/first-cases.prof').sort_stats('cumulative').print_stats(60); pstats.Stats('/tmp/first-cases.prof').sort_stats('tottime').print_stats(25)" \
+    > "$OUT/first-cases.txt" 2>&1
+fi
+
+# 5. (EXHAUSTIVE_S=0 leaves it out.) Exhaustive beside fast at the large cases, in the warm run's cache (entries are kept per search).
 LARGE=("op=rmsnorm" "impl=triton" "dtype=[fp32,bf16]" "shapes=[[32768,4096],[16384,8192],[8192,16384]]" tracking=none)
 export HARNESS_CACHE="$HARNESS_CACHE/rmsnorm"
 # It compares in rmsnorm's warm cache: left out where rmsnorm was not among the ops.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""cuda-looped.sh's tables, from the harness's records (JSONL files):
+"""CUDA beside Triton, from the harness's records (JSONL files of runs with both impls):
 
 1. each case's fastest passing CUDA and Triton variant (negative controls left out), CUDA's
    config, and the CUDA/Triton speed ratio (Triton's median over CUDA's: above 1, CUDA is
@@ -11,7 +11,7 @@
    one group wrote the same bits whatever their packs, block and trip (they must:
    rows.cuh, bit-neutral), and the tuner's own bit_neutral_changed_bits where it found any.
 
-    devtools/gpu/cuda-looped.py OUT/*.jsonl [--regs OUT/res-usage.txt]
+    devtools/gpu/cuda-tables.py OUT/*.jsonl [--regs OUT/res-usage.txt]
 """
 import argparse
 import json
@@ -149,7 +149,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     found = records(args.results)
     if not found:
-        print("cuda-looped: no records")
+        print("cuda-tables: no records")
         return 1
     print("\n".join(ratios(found) + tables(found, registers(args.regs))))
     return 0
