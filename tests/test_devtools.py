@@ -156,3 +156,19 @@ def test_cuda_looped_tables_give_the_ratio_the_choice_by_trip_and_bits_a_trip_ch
     assert "| 128 | 0 | 256 | 1 | 27 | 100.0 | - | - | aa | chosen |" in proc.stdout, proc.stdout
     assert "trip 1: 100.0 us" in proc.stdout and "trip 4: 110.0 us" in proc.stdout
     assert "bits per group: DIFFER: {128: ['aa', 'bb']}" in proc.stdout, proc.stdout
+
+
+def test_the_gpu_scripts_parse_and_name_only_files_that_exist():
+    """A GPU call costs minutes of a session's device time: a script that fails on a syntax
+    error or a moved file must fail here first. Every shell script parses (bash -n), every
+    Python one compiles, and every devtools/ or tests/ path a script names exists."""
+    gpu = ROOT / "devtools" / "gpu"
+    scripts = sorted(gpu.glob("*.sh"))
+    assert scripts
+    for script in scripts:
+        proc = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, timeout=30)
+        assert proc.returncode == 0, f"{script.name}: {proc.stderr}"
+        for path in re.findall(r"\b((?:devtools|tests)/[\w./-]+\w)", script.read_text()):
+            assert (ROOT / path).exists(), f"{script.name} names {path}, which does not exist"
+    for script in sorted(gpu.glob("*.py")):
+        compile(script.read_text(), str(script), "exec")
