@@ -101,10 +101,10 @@ def first_run_table(rows: list[dict]) -> list[str]:
     """Markdown lines: per op, the cases, the cold and warm seconds, the tuning keys and their
     seconds, then the ops summed (``op=all`` measured an op or a few per GPU call)."""
     cells = {(r["op"], r["phase"]): r for r in latest_first_runs(rows)}
-    lines = ["| op | cases | cold s | warm s | tuning keys | s per key (min-max) | measured |",
-             "|:--|--:|--:|--:|--:|--:|:--|"]
+    lines = ["| op | cases | cold s | warm s | tuning keys | s per key (min-max) | MLflow | measured |",
+             "|:--|--:|--:|--:|--:|--:|:--|:--|"]
     total = {"cold": 0.0, "warm": 0.0}
-    cut = warm_tuned = False
+    cut = warm_tuned = untracked = False
     for op in sorted({op for op, _ in cells}):
         shown = []
         for phase in ("cold", "warm"):
@@ -125,10 +125,15 @@ def first_run_table(rows: list[dict]) -> list[str]:
         sources = {(r.get("tree") or r.get("commit")) for _, r in both}
         measured = _measured_by(first) if len(sources) == 1 else \
             ", ".join(f"{phase} {_measured_by(r)}" for phase, r in both)   # two runs of other code: each named
+        tracking = "/".join(sorted({r.get("tracking", "off") for _, r in both}))
+        untracked |= "off" in tracking
         lines.append(f"| {op} | {first.get('cases', '')} | {shown[0]} | {shown[1]} | {len(keys)} | {span} "
-                     f"| {measured} |")
+                     f"| {tracking} | {measured} |")
     if len({op for op, _ in cells}) > 1:
-        lines.append(f"| all | | {total['cold']:.0f} | {total['warm']:.0f} | | | |")
+        lines.append(f"| all | | {total['cold']:.0f} | {total['warm']:.0f} | | | | |")
+    if untracked:
+        lines += ["", "MLflow `off`: the run logged to no MLflow store (`tracking=none`: MLflow was not installed "
+                  "where it ran); the default, a local sqlite store, adds its logging to each case (README, MLflow)."]
     if cut:
         lines += ["", "`+`: cut by its time limit (a lower bound)."]
     if warm_tuned:

@@ -196,7 +196,7 @@ def test_first_runs_are_summed_per_gpu_from_the_latest_line_of_each_op_and_phase
                     )   # the last line cut by a kill: left out, the lines before it read
     text = tool.table([str(path)])
     h200 = text[text.index("NVIDIA H200"):]
-    assert "| rmsnorm | 84 | 200 | 100 | 2 | 1.5-2.5 | abc |" in h200
+    assert "| rmsnorm | 84 | 200 | 100 | 2 | 1.5-2.5 | off | abc |" in h200
     assert "| softmax | 84 | 150+ |  |" in h200
     assert "| all | | 350 | 100 |" in h200
     assert "**NVIDIA H100**" in text
@@ -211,6 +211,22 @@ def test_harness_overrides_after_a_double_dash_reach_each_run(tmp_path, monkeypa
     assert tool.main(["run", out, "--ops", "rmsnorm", "--phases", "cold", "--", "triton_compile=threads"]) == 0
     assert tool.main(["run", out, "--ops", "softmax", "--phases", "warm", "--"]) == 0
     assert seen == [("rmsnorm", "cold", ["triton_compile=threads"]), ("softmax", "warm", [])]
+
+
+def test_a_first_run_logs_to_mlflow_as_the_readme_s_command_does_where_mlflow_is_there(tmp_path, monkeypatch):
+    """Timed as a user runs it: to a local sqlite store (the op's own, in the cache a cold run
+    empties), or, where MLflow is not installed, to none, and the line says which."""
+    import importlib.util
+    tool = _first_run_tool()
+    cache = tmp_path / "cache" / "rmsnorm"
+    local = tool.tracking_overrides(cache, [])
+    assert local == ["tracking=local", f"tracking.uri=sqlite:///{cache.resolve() / 'mlflow.db'}"]
+    assert tool.tracking_of(["-m", "harness", *local]) == "local"
+    assert tool.tracking_overrides(cache, ["tracking=server"]) == []   # the caller's choice wins
+    assert tool.tracking_of(["tracking=server"]) == "server"
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mlflow" else object())
+    assert tool.tracking_overrides(cache, []) == ["tracking=none"]
+    assert tool.tracking_of(["op=x", "tracking=none"]) == "off"
 
 
 def test_a_sigint_to_first_run_stops_its_run_too_and_leaves_the_later_runs_out(tmp_path, monkeypatch):
