@@ -263,3 +263,38 @@ def test_a_sigint_to_first_run_stops_its_run_too_and_leaves_the_later_runs_out(t
     assert code == 130 and signals == [(4242, signal.SIGINT)] and len(started) == 1
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert [(x["op"], x["cut"]) for x in lines] == [("rmsnorm", True)] and "stopped" not in lines[0]
+
+
+def test_a_cold_run_keeps_every_framework_s_cache_in_the_op_s_and_starts_with_it_empty(tmp_path, monkeypatch):
+    """Triton's, Inductor's, CuPy's and the driver's caches live outside HARNESS_CACHE by default:
+    a cold run points them into the op's cache, which it empties, so that what an earlier run on
+    the machine compiled does not make it warmer; its warm run finds them there."""
+    tool = _first_run_tool()
+    envs = []
+    real = tool.subprocess.Popen
+
+    class Run:
+        pid, returncode = 4243, 0
+
+        def __new__(cls, command, **kwargs):
+            if command[1:3] != ["-m", "harness"]:
+                return real(command, **kwargs)
+            envs.append(kwargs["env"])
+            return super().__new__(cls)
+
+        def __init__(self, command, **kwargs):
+            pass
+
+        def wait(self, timeout=None):
+            return self.returncode
+    monkeypatch.setattr(tool.subprocess, "Popen", Run)
+    cache = tmp_path / "cache"
+    left = cache / "rmsnorm" / "triton" / "an-earlier-binary"
+    left.mkdir(parents=True)
+    out = tmp_path / "first-run.jsonl"
+    assert tool.main(["run", str(out), "--ops", "rmsnorm", "--cache", str(cache), "--runs", str(tmp_path / "runs")]) == 0
+    assert len(envs) == 2 and not left.exists()   # cold emptied it
+    for env in envs:
+        assert env["HARNESS_CACHE"] == str(cache / "rmsnorm")
+        for name in ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "CUPY_CACHE_DIR", "CUDA_CACHE_PATH"):
+            assert env[name].startswith(str(cache / "rmsnorm") + "/"), (name, env[name])
