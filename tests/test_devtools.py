@@ -222,3 +222,24 @@ def test_numba_sass_shows_a_named_config_of_triton_and_cuda():
     bad = subprocess.run([sys.executable, tool, "--triton", "rmsnorm", "fp8", "8x16", "num_warps=4"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "unknown dtype fp8" in bad.stderr, bad.stderr
+
+
+def test_profile_cases_pins_a_record_s_config():
+    """devtools/gpu/profile-cases.py takes a case's config as JSON after its shape (colons and
+    all) and, while pinned, the row tuner answers every key and batch with it, untuned; the
+    tuner is itself again afterwards."""
+    import importlib.util
+
+    from harness import tuner
+    spec = importlib.util.spec_from_file_location("profile_cases", ROOT / "devtools" / "gpu" / "profile-cases.py")
+    profile = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(profile)
+    config = {"group": 512, "packs": 0, "threads": 512, "trip": 4}
+    case = 'rmsnorm:cuda:tuned:float32:8192x16384:{"group": 512, "packs": 0, "threads": 512, "trip": 4}'
+    assert profile.parse(case) == ("rmsnorm", "cuda", "tuned", "float32", (8192, 16384), config)
+    assert profile.parse("layernorm:triton:two_pass:float16:32768x4096")[4:] == ((32768, 4096), None)
+    kept = tuner.tune_rows, tuner.for_batch
+    with profile.pinned(config):
+        tuned = tuner.tune_rows(("cuda", "rmsnorm"), None)
+        assert tuned.config == config and tuner.for_batch(tuned, ("cuda", "rmsnorm"), 3, None) == (config, {})
+    assert (tuner.tune_rows, tuner.for_batch) == kept
