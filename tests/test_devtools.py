@@ -201,14 +201,11 @@ def test_numba_sass_shows_a_named_config_of_triton_and_cuda():
     once). A bad dtype is named."""
     import shutil
     tool = str(ROOT / "devtools" / "numba-sass")
-    try:
-        import triton  # noqa: F401
-    except ImportError:
-        pytest.skip("no Triton")
-    triton = subprocess.run([sys.executable, tool, "--triton", "rmsnorm", "float32", "8192x16384",
-                             "loop_block=4096,num_warps=16,early"], capture_output=True, text=True, timeout=300)
-    assert triton.returncode == 0, triton.stderr[-3000:]
-    out = triton.stdout
+    pytest.importorskip("triton")
+    proc = subprocess.run([sys.executable, tool, "--triton", "rmsnorm", "float32", "8192x16384",
+                           "loop_block=4096,num_warps=16,early"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
     assert "SPAN=16384" in out and "512 threads" in out and "loop of" not in out, out
     assert re.search(r"in flight before a use: 8 EL \|", out), out
     assert re.search(r"\d+ registers, \d+ bytes shared: \d blocks \(\d+ warps\) an SM", out), out
