@@ -172,3 +172,87 @@ def test_the_gpu_scripts_parse_and_name_only_files_that_exist():
             assert (ROOT / path).exists(), f"{script.name} names {path}, which does not exist"
     for script in sorted(gpu.glob("*.py")):
         compile(script.read_text(), str(script), "exec")
+
+
+def numba_sass_module():
+    """devtools/numba-sass as a module (a script without .py), for its SASS readers."""
+    import importlib.machinery
+    import importlib.util
+    loader = importlib.machinery.SourceFileLoader("numba_sass", str(ROOT / "devtools" / "numba-sass"))
+    spec = importlib.util.spec_from_loader("numba_sass", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def test_numba_sass_counts_loads_in_flight_and_blocks_an_sm():
+    """The readers behind --triton/--cuda on SASS written out: a batch of loads ends at the
+    first instruction that reads any of them (a 128-bit load's four registers, a 64-bit
+    operand's two, a store's data), each counted by cache hint; an SM of sm_90 holds blocks
+    by registers in units of 256 a warp, by warps, by shared memory."""
+    ns = numba_sass_module()
+    sass = [(0x00, "LDG.E.EL.128 R8, desc[UR4][R2.64]"), (0x10, "@!P1 LDG.E.EL.128 R12, desc[UR4][R2.64+0x10]"),
+            (0x20, "LDG.E.128.CONSTANT R16, desc[UR4][R4.64]"), (0x30, "IMAD R20, R21, R22, RZ"),
+            (0x40, "FADD R23, R23, R11"),      # reads the first load's last register: the batch ends
+            (0x50, "LDG.E.EF.128 R8, desc[UR4][R6.64]"), (0x60, "FMUL R24, R15, R15"),   # the old batch's: no end
+            (0x70, "STG.E.128 desc[UR4][R6.64], R8"),   # a store's data: ends the second batch
+            (0x80, "LDG.E R30, desc[UR4][R2.64]"), (0x90, "IADD3 R31, R29.64, RZ, RZ")]   # R29.64 reads R30
+    assert ns.loads_in_flight(sass) == ["2 EL+1 CONSTANT", "1 EF", "1"]
+    assert ns.first_load([ns.operands(t)[0] for _, t in sass[3:]]) == 2
+    assert ns.blocks_per_sm(62, 1088, 512) == (2, "registers")   # 64 a thread allocated: 32 warps
+    assert ns.blocks_per_sm(32, 1056, 256) == (8, "registers and warps")
+    assert ns.blocks_per_sm(24, 1056, 256) == (8, "warps")
+    assert ns.blocks_per_sm(16, 40 * 1024, 128) == (5, "shared memory")
+    assert ns.parse_config("loop_block=4096, num_warps=16 early hints=plain") == {
+        "loop_block": 4096, "num_warps": 16, "early": True, "hints": "plain"}
+    assert ns.parse_config('{"group": 128, "packs": 4}') == {"group": 128, "packs": 4}
+
+
+def test_numba_sass_shows_a_named_config_of_triton_and_cuda():
+    """--triton compiles a Triton row kernel at a named config as the harness binds it, for
+    sm_90 with no GPU: RMSNorm's looped 4096-column tiles on 16 warps with EARLY over a
+    16384-column fp32 row (SPAN: the column loops unrolled) put all 8 of a thread's first-pass
+    loads out at once, evict_last, with no loop left. --cuda compiles the CUDA kernel the
+    extension launches for a config (here the row kept in registers, 8 packs: 8 loads out at
+    once). A bad dtype is named."""
+    import shutil
+    tool = str(ROOT / "devtools" / "numba-sass")
+    pytest.importorskip("triton")
+    proc = subprocess.run([sys.executable, tool, "--triton", "rmsnorm", "float32", "8192x16384",
+                           "loop_block=4096,num_warps=16,early"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert "SPAN=16384" in out and "512 threads" in out and "loop of" not in out, out
+    assert re.search(r"in flight before a use: 8 EL \|", out), out
+    assert re.search(r"\d+ registers, \d+ bytes shared: \d blocks \(\d+ warps\) an SM", out), out
+    home = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin"
+    if (home / "nvcc").exists() or shutil.which("nvcc"):
+        cuda = subprocess.run([sys.executable, tool, "--cuda", "rmsnorm", "fp16", "8192x16384",
+                               "group=256,packs=8,threads=256"], capture_output=True, text=True, timeout=300)
+        assert cuda.returncode == 0, cuda.stderr[-3000:]
+        assert "rmsnorm_rows<__half, 8, 0, true>" in cuda.stdout and "256 threads" in cuda.stdout, cuda.stdout
+        assert re.search(r"in flight before a use: 8 CONSTANT", cuda.stdout), cuda.stdout
+    bad = subprocess.run([sys.executable, tool, "--triton", "rmsnorm", "fp8", "8x16", "num_warps=4"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "unknown dtype fp8" in bad.stderr, bad.stderr
+
+
+def test_profile_cases_pins_a_record_s_config():
+    """devtools/gpu/profile-cases.py takes a case's config as JSON after its shape (colons and
+    all) and, while pinned, the row tuner answers every key and batch with it, untuned; the
+    tuner is itself again afterwards."""
+    import importlib.util
+
+    from harness import tuner
+    spec = importlib.util.spec_from_file_location("profile_cases", ROOT / "devtools" / "gpu" / "profile-cases.py")
+    profile = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(profile)
+    config = {"group": 512, "packs": 0, "threads": 512, "trip": 4}
+    case = 'rmsnorm:cuda:tuned:float32:8192x16384:{"group": 512, "packs": 0, "threads": 512, "trip": 4}'
+    assert profile.parse(case) == ("rmsnorm", "cuda", "tuned", "float32", (8192, 16384), config)
+    assert profile.parse("layernorm:triton:two_pass:float16:32768x4096")[4:] == ((32768, 4096), None)
+    kept = tuner.tune_rows, tuner.for_batch
+    with profile.pinned(config):
+        tuned = tuner.tune_rows(("cuda", "rmsnorm"), None)
+        assert tuned.config == config and tuner.for_batch(tuned, ("cuda", "rmsnorm"), 3, None) == (config, {})
+    assert (tuner.tune_rows, tuner.for_batch) == kept
