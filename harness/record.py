@@ -91,6 +91,9 @@ class Record:
     params: dict[str, Any] = field(default_factory=dict)
     impl_config: dict[str, Any] = field(default_factory=dict)   # the launch config an impl chose
     tuning: dict[str, Any] = field(default_factory=dict)        # what the tuner measured to choose it
+    # where the case's wall time went, by phase (harness.runner): checks (the binds, a tuning
+    # included), contract, repeatability, timing, after (the trace and the final checks)
+    seconds: dict[str, float] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
     traceback: str = ""
     invocation_id: str = ""

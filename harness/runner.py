@@ -7,6 +7,7 @@ inputs, then timing of that same launcher.
 """
 from __future__ import annotations
 
+import time
 import traceback
 from dataclasses import dataclass, field
 
@@ -64,6 +65,20 @@ def base_record(spec: CaseSpec, device, settings: Settings, provenance: dict) ->
     if spec.skip_reason:
         rec.status, rec.reason = "skipped", spec.skip_reason
     return rec
+
+
+class _Phases:
+    """Each phase's wall seconds into ``seconds``, from the end of the one before (the first
+    from the case's start here): where a case's time goes, which the records' timestamps
+    alone do not say."""
+
+    def __init__(self, seconds: dict[str, float]):
+        self.seconds, self.mark = seconds, time.perf_counter()
+
+    def done(self, name: str) -> None:
+        now = time.perf_counter()
+        self.seconds[name] = round(now - self.mark, 4)
+        self.mark = now
 
 
 def _invalid(rec: Record) -> None:
@@ -130,19 +145,24 @@ class Runner:
         return rec
 
     def _run(self, rec: Record, spec: CaseSpec) -> None:
+        phase = _Phases(rec.seconds)
         op = self.op(spec.op, spec.params)
         dtype = DTYPES[spec.dtype]
         impl = self._impl(spec)
         launch, inputs, out = self._check(rec, op, impl, spec.shape, dtype)
         rec.impl_config = {**self.frameworks[spec.impl].settings(), **getattr(launch, "config", {})}
         rec.tuning = dict(getattr(launch, "tuning", {}))
+        phase.done("checks")
         trace_after = self.settings.contract and self._contract(rec, op, launch, inputs, out, spec.shape, dtype)
+        phase.done("contract")
         if rec.violations:
             _invalid(rec)
             return   # a launcher that breaks the contract is not timed: its time would not be its work's
         before = integrity.snapshot(inputs)
         self._repeatability(rec, op, impl, launch, inputs, out)
+        phase.done("repeatability")
         self._time(rec, launch, self.frameworks[spec.impl].interpreted(self.device))
+        phase.done("timing")
         rec.clocks, rec.clock_note = clock_check(self.provenance, self.device, rec.provenance)
         stream = None
         if trace_after:   # no graph could be captured: the trace, after the timing it would slow
@@ -151,6 +171,7 @@ class Runner:
         limit = integrity.impossible(rec.gbps, rec.bytes, self.provenance.get("gpu_l2_bytes"),
                                      rec.peak_gbps, rec.roof_gbps)
         rec.violations = [v for v in (stream, after, limit) if v]
+        phase.done("after")
         if rec.violations:
             _invalid(rec)
             rec.clear_rates()

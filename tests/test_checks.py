@@ -109,3 +109,14 @@ def test_a_failure_names_the_band_it_missed_and_a_flushed_subnormal():
     # an ordinary miss: the band is named, no word of subnormals
     r = checks.compare(torch.tensor([1.1, -1.3e-41]), ref, tol, scale, "c", 0)
     assert not r.passed and "allowed 2e-06" in r.detail and "subnormal" not in r.detail
+
+
+def test_a_case_says_where_its_time_went(cpu_runner):
+    """Each phase's wall seconds, in order, adding up to no more than the case took."""
+    import time
+    began = time.perf_counter()
+    rec = run(cpu_runner, "nondeterministic")
+    took = time.perf_counter() - began
+    assert list(rec.seconds) == ["checks", "contract", "repeatability", "timing", "after"], rec.seconds
+    assert all(v >= 0 for v in rec.seconds.values()) and sum(rec.seconds.values()) <= took
+    assert rec.seconds["checks"] > 0 and rec.seconds["timing"] > 0

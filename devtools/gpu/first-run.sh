@@ -45,6 +45,22 @@ for line in open(sys.argv[1]):
 PY
 cat "$OUT/tuning-seconds.txt"
 python3 devtools/first-run table "$OUT/first-run.jsonl" | tee "$OUT/first-run.md"
+# Where each run's case time went, per framework and phase (the records' seconds).
+python3 - "$OUT"/*-cold.jsonl "$OUT"/*-warm.jsonl > "$OUT/phase-seconds.txt" 2>&1 <<'PY'
+import json, sys
+from collections import defaultdict
+for path in sys.argv[1:]:
+    sums, cases = defaultdict(lambda: defaultdict(float)), defaultdict(int)
+    for line in open(path):
+        r = json.loads(line)
+        cases[r["impl"]] += 1
+        for phase, s in (r.get("seconds") or {}).items():
+            sums[r["impl"]][phase] += s
+    print(path.rsplit("/", 1)[-1])
+    for impl in sorted(sums, key=lambda i: -sum(sums[i].values())):
+        print(f"  {impl:14} {cases[impl]:4} cases " + "  ".join(f"{p} {v:6.1f}" for p, v in sums[impl].items()))
+PY
+cat "$OUT/phase-seconds.txt"
 
 # 4. Where a warm run's first case of a framework goes (rmsnorm's warm run: Numba's first case
 #    10.6 s, Triton's 3.0 s, the other cases 0.2-0.8 s): the two first cases in the harness's own
