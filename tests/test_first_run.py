@@ -265,7 +265,7 @@ def test_a_sigint_to_first_run_stops_its_run_too_and_leaves_the_later_runs_out(t
     assert [(x["op"], x["cut"]) for x in lines] == [("rmsnorm", True)] and "stopped" not in lines[0]
 
 
-def test_a_cold_run_keeps_every_framework_s_cache_in_the_op_s_and_starts_with_it_empty(tmp_path, monkeypatch):
+def test_a_cold_run_keeps_every_framework_s_cache_in_the_op_s_and_starts_with_it_empty(tmp_path, monkeypatch, capsys):
     """Triton's, Inductor's, CuPy's and the driver's caches live outside HARNESS_CACHE by default:
     a cold run points them into the op's cache, which it empties, so that what an earlier run on
     the machine compiled does not make it warmer; its warm run finds them there."""
@@ -298,3 +298,8 @@ def test_a_cold_run_keeps_every_framework_s_cache_in_the_op_s_and_starts_with_it
         assert env["HARNESS_CACHE"] == str(cache / "rmsnorm")
         for name in ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "CUPY_CACHE_DIR", "CUDA_CACHE_PATH"):
             assert env[name].startswith(str(cache / "rmsnorm") + "/"), (name, env[name])
+    # `env` gives a later step (the GPU script's profile of a warm case) the same caches
+    capsys.readouterr()
+    assert tool.main(["env", "rmsnorm", "--cache", str(cache)]) == 0
+    printed = dict(pair.split("=", 1) for pair in capsys.readouterr().out.split())
+    assert printed == {k: envs[-1][k] for k in printed} and len(printed) == 5

@@ -7,7 +7,7 @@
 # tables; (4) the fast and exhaustive searches side by side at the 6 large rmsnorm cases
 # (Triton; fp32 and bf16 at 32768x4096, 16384x8192, 8192x16384): the configs each chose and
 # the medians each gave, minutes apart in one call (the no-loss rule: within 1%); before it, the
-# first Numba and Triton cases of a warm run under cProfile (where a framework's start goes).
+# first op's Numba and Triton cases, warm, under cProfile (where a framework's start goes).
 # Everything lands under $OUT; about 8 minutes at most (each step has its own limit, and a
 # step cut by it keeps what it measured: devtools/first-run sends the harness a SIGINT).
 source "$(dirname "$0")/steps.sh"
@@ -62,20 +62,22 @@ for path in sys.argv[1:]:
 PY
 cat "$OUT/phase-seconds.txt"
 
-# 4. Where a warm run's first case of a framework goes (rmsnorm's warm run: Numba's first case
-#    10.6 s, Triton's 3.0 s, the other cases 0.2-0.8 s): the two first cases in the harness's own
-#    process (isolate=false) under cProfile, warm: the functions by cumulative and by own time.
-if [[ ",$OPS," == *",rmsnorm,"* ]]; then
-  HARNESS_CACHE="$HARNESS_CACHE/rmsnorm" step first-cases ${FIRST_CASES_S:-60} python3 -m cProfile -o /tmp/first-cases.prof \
-    -m harness op=rmsnorm "impl=[numba,triton]" dtype=fp32 "shapes=[[1,4096]]" isolate=false tracking=none \
-    hydra.run.dir=/tmp/runs/first-cases
-  python3 -c "import pstats; pstats.Stats('/tmp/first-cases.prof').sort_stats('cumulative').print_stats(60); pstats.Stats('/tmp/first-cases.prof').sort_stats('tottime').print_stats(25)" \
-    > "$OUT/first-cases.txt" 2>&1
-fi
+# 4. Where a warm run's first case of a framework goes (rmsnorm's warm run on the H200: Numba's
+#    first case 10.6 s, Triton's 3.0 s, the other cases 0.2-0.8 s): the first op's Numba and
+#    Triton cases in fp32 in the harness's own process (isolate=false), warm, under cProfile:
+#    the functions by cumulative and by own time.
+# op_env OP: an op's caches as devtools/first-run laid them out, warm.
+op_env() { python3 devtools/first-run env "$1" --cache "$HARNESS_CACHE"; }
+FIRST_OP=${OPS%%,*}
+step first-cases ${FIRST_CASES_S:-60} env $(op_env "$FIRST_OP") python3 -m cProfile -o /tmp/first-cases.prof \
+  -m harness "op=$FIRST_OP" "impl=[numba,triton]" dtype=fp32 isolate=false tracking=none \
+  hydra.run.dir=/tmp/runs/first-cases
+python3 -c "import pstats; pstats.Stats('/tmp/first-cases.prof').sort_stats('cumulative').print_stats(60); pstats.Stats('/tmp/first-cases.prof').sort_stats('tottime').print_stats(25)" \
+  > "$OUT/first-cases.txt" 2>&1
 
 # 5. (EXHAUSTIVE_S=0 leaves it out.) Exhaustive beside fast at the large cases, in the warm run's cache (entries are kept per search).
 LARGE=("op=rmsnorm" "impl=triton" "dtype=[fp32,bf16]" "shapes=[[32768,4096],[16384,8192],[8192,16384]]" tracking=none)
-export HARNESS_CACHE="$HARNESS_CACHE/rmsnorm"
+export $(op_env rmsnorm)
 # It compares in rmsnorm's warm cache: left out where rmsnorm was not among the ops.
 { [ "${EXHAUSTIVE_S:-75}" = 0 ] || [[ ",$OPS," != *",rmsnorm,"* ]]; } && { echo "exit status $status" | tee -a "$OUT/steps.log"; exit $status; }
 step exhaustive ${EXHAUSTIVE_S:-75} python3 -m harness "${LARGE[@]}" tuning_search=exhaustive hydra.run.dir=/tmp/runs/exhaustive
