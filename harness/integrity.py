@@ -50,21 +50,39 @@ def written_inputs(inputs: dict, before: dict[str, torch.Tensor], when: str) -> 
             f"inputs are read-only (an impl that needs scratch space allocates it in bind)")
 
 
-def recompute(launch, out: torch.Tensor, sync: Callable[[], None], nan_before: int = 0
+def recompute(launch, out: torch.Tensor, inputs: dict, sync: Callable[[], None]
               ) -> tuple[str | None, torch.Tensor]:
-    """Poison the output and launch again on the same inputs: every element must be written,
-    as many NaN left as the checked launch gave (``nan_before``). (violation or None, result)."""
+    """Launch, then poison the output (and the tensor the launch returned, if it returned
+    one) and launch again on the same inputs: every element must be written again. The
+    result must also be a plain tensor of its own: not an input (a copy's ``return x``
+    does no work), nor a subclass whose values are computed when read. (violation or None,
+    the second launch's result)."""
+    first = checks.result_of(launch, out)
+    sync()
+    if type(first) is not torch.Tensor:
+        return (f"returns a {type(first).__module__}.{type(first).__qualname__}, not a plain torch.Tensor: "
+                f"a subclass may compute its values when the checks read them, outside the timed "
+                f"launch; a launcher writes out or returns the tensor it computed"), first
+    shared = [k for k, v in inputs.items()
+              if isinstance(v, torch.Tensor) and _same_storage(v, first)]
+    if shared:
+        return (f"returns its input {', '.join(shared)} (or a view of it) as its result: a launch "
+                f"that hands back what it was given did no work; a launcher writes out or returns "
+                f"a tensor it computed"), first
     checks.poison(out)
+    checks.poison(first)
     got = checks.result_of(launch, out)
     sync()
-    if got is not out or not out.is_floating_point():
-        return None, got   # a launcher that returns its output: rebind checks that it is fresh
-    unwritten = int(torch.isnan(out).sum()) - nan_before
-    if unwritten <= 0:
+    unwritten = int(checks.poisoned(got).sum()) if _same_storage(got, first) or got is out else 0
+    if not unwritten:
         return None, got
     return (f"does not recompute: a second launch on the same inputs left {unwritten} of "
-            f"{out.numel()} output elements unwritten (as the poison left them); a launcher "
+            f"{got.numel()} output elements unwritten (as the poison left them); a launcher "
             f"must do the whole work on every call, not return a result it cached"), got
+
+
+def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.device == b.device and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
 def rebind(op, launch, inputs: dict, out: torch.Tensor, before: torch.Tensor, shape, dtype, device,
@@ -77,14 +95,17 @@ def rebind(op, launch, inputs: dict, out: torch.Tensor, before: torch.Tensor, sh
     for k, v in inputs.items():
         if not (isinstance(v, torch.Tensor) and isinstance(fresh.get(k), torch.Tensor) and fresh[k].shape == v.shape):
             continue
-        v.copy_(fresh[k])
+        # Through ``.data``, whose version counter is its own: a write through ``v`` bumps
+        # v._version, which a launcher can key a cache on (pointer and version) to recompute
+        # only when its inputs were refilled.
+        v.data.copy_(fresh[k])
         result, got = checks.checked_launch(op, launch, inputs, out, dtype, f"{k} refilled", seed, sync)
         if result.passed:
             before = got.detach().clone()
             continue
         stale = got.shape == before.shape and torch.equal(checks.raw_bits(got.detach()), checks.raw_bits(before))
         why = (f"kept the bits it had before: it reads a copy of {k} taken at bind, or an answer "
-               f"computed at bind, or a result cached by pointer" if stale
+               f"computed at bind, or a result cached by pointer (and version counter)" if stale
                else f"is wrong for the new values ({result.detail})")
         return (f"bind did work that belongs to the launch: with {k} refilled in place after bind "
                 f"(fresh values, seed {seed}), the launcher's output {why}; bind may prepare "
