@@ -193,6 +193,10 @@ def batch_invariance(op, bind, inputs: dict, out: torch.Tensor, full: torch.Tens
     differing = []
     for b in sizes:
         sub_inputs, sub_out = op.rows(inputs, out, b)
+        # Copies, not views into the full batch: from a view an impl could reach the whole
+        # batch (its storage) and give the full batch's bits, whatever the batch it is shown.
+        sub_inputs = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in sub_inputs.items()}
+        sub_out = torch.empty_like(sub_out)
         poison(sub_out)
         got = result_of(bind(**sub_inputs, out=sub_out), sub_out)
         bits = raw_bits(got.detach().reshape(sub_out.shape))

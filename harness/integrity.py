@@ -23,6 +23,8 @@ runner records a case with any violation as ``invalid``, and claims no bandwidth
 """
 from __future__ import annotations
 
+import threading
+import time
 from typing import Callable
 
 import torch
@@ -48,6 +50,42 @@ def written_inputs(inputs: dict, before: dict[str, torch.Tensor], when: str) -> 
         return None
     return (f"writes its inputs: {', '.join(changed)} changed by {when}; "
             f"inputs are read-only (an impl that needs scratch space allocates it in bind)")
+
+
+# --- stores outside the output -----------------------------------------------------------
+#
+# A kernel whose tail loop rounds its bound up, or whose index is off by one, stores past
+# its output (or before it) without a fault: the allocation around it has room (a CUDA
+# caching allocator's block, another tensor), and what it overwrites is someone else's.
+# So the checked outputs sit between two guards of known bytes, checked after the launches.
+
+GUARD_BYTES = 512   # each side: an output 512-byte aligned (the CUDA allocator's) stays so
+GUARD_BYTE = 0xA5
+
+
+def guarded(out: torch.Tensor) -> torch.Tensor:
+    """``out`` (contiguous) moved into the middle of an allocation GUARD_BYTES larger each
+    side, the guards filled with GUARD_BYTE; any other ``out`` as it is."""
+    if not out.is_contiguous() or GUARD_BYTES % out.element_size():
+        return out
+    pad = GUARD_BYTES // out.element_size()
+    buf = torch.empty(out.numel() + 2 * pad, dtype=out.dtype, device=out.device)
+    buf.view(torch.uint8).fill_(GUARD_BYTE)
+    return buf[pad:pad + out.numel()].view(out.shape)
+
+
+def written_outside(out: torch.Tensor, when: str) -> str | None:
+    """None if the guards around ``out`` (guarded) hold their bytes; else how many changed."""
+    whole = torch.empty(0, dtype=torch.uint8, device=out.device).set_(out.untyped_storage())
+    start = out.storage_offset() * out.element_size()
+    end = start + out.numel() * out.element_size()
+    before = int((whole[:start] != GUARD_BYTE).sum())
+    after = int((whole[end:] != GUARD_BYTE).sum())
+    if not (before or after):
+        return None
+    return (f"writes outside its output: {after} of the {whole.numel() - end} bytes after its end and "
+            f"{before} of the {start} before its start changed by {when}; a kernel stores only "
+            f"within its output (what lies beside it belongs to another tensor)")
 
 
 def recompute(launch, out: torch.Tensor, inputs: dict, sync: Callable[[], None]
@@ -137,7 +175,7 @@ def stream_check(launch, out: torch.Tensor, device: torch.device) -> tuple[str |
     Capture two launches as a CUDA graph from the current stream, poison their output,
     replay: every element the launcher wrote before must be written again."""
     if device.type != "cuda":
-        return None, "", False
+        return work_after_return(launch, out), "", False
     if torch.cuda.current_stream(device) == torch.cuda.default_stream(device):
         return None, ("stream check not run: the current stream is the legacy default stream, "
                       "so work on it cannot be told apart"), False
@@ -176,6 +214,35 @@ def stream_check(launch, out: torch.Tensor, device: torch.device) -> tuple[str |
                 f"on another stream (a private one, or the legacy default stream, CuPy's and Numba's "
                 f"default when given none), which the events around the launch do not time; {ADVICE}"), "", True
     return None, "two launches captured as a CUDA graph from the current stream wrote the whole output", False
+
+
+# On a CPU the stream is the calling thread: the wall clock around a launch times what ran
+# before it returned. Work handed to another thread is not timed (a launcher that started a
+# thread and returned timed at its thread's start), so the output must hold, when the
+# launcher returns, what it holds once every thread the launch started has ended.
+SETTLE_S = 0.002   # and after that, for work queued to threads that were there before (a pool)
+
+
+def work_after_return(launch, out: torch.Tensor) -> str | None:
+    """CPU: launch onto an output of zeros (a finite fill: NaN is the checks' poison, which a
+    launcher could look for), then compare the result at the launcher's return with the
+    result once its threads have ended. None when they agree."""
+    if not out.is_floating_point():
+        return None
+    threads = threading.active_count()
+    out.zero_()
+    got = checks.result_of(launch, out)
+    at_return = checks.raw_bits(got.detach()).clone()
+    deadline = time.monotonic() + 1.0
+    while threading.active_count() > threads and time.monotonic() < deadline:
+        time.sleep(0.001)
+    time.sleep(SETTLE_S)
+    changed = int((checks.raw_bits(got.detach()) != at_return).sum())
+    if not changed:
+        return None
+    return (f"works after the launcher returned: {changed} of {got.numel()} output elements changed "
+            f"after it returned (work on another thread), so the wall clock around the launch did "
+            f"not time it; a launcher returns when its work is done")
 
 
 def _gpu_activities(prof, device: torch.device) -> list[tuple[str, int, int]]:

@@ -148,9 +148,10 @@ class Runner:
         if trace_after:   # no graph could be captured: the trace, after the timing it would slow
             stream, rec.stream_note = integrity.stream_trace(launch, self.device)
         after = integrity.written_inputs(inputs, before, "the determinism, batch and timed launches")
+        outside = integrity.written_outside(out, "the determinism, batch and timed launches")
         limit = integrity.impossible(rec.gbps, rec.bytes, self.provenance.get("gpu_l2_bytes"),
                                      rec.peak_gbps, rec.roof_gbps)
-        rec.violations = [v for v in (stream, after, limit) if v]
+        rec.violations = [v for v in (stream, after, outside, limit) if v]
         if rec.violations:
             _invalid(rec)
             rec.clear_rates()
@@ -195,15 +196,16 @@ class Runner:
         cases += [(name, s.base_seed + 1000 + i) for i, name in enumerate(op.adversarial)]
         for case, seed in cases:
             inputs = op.inputs(shape, dtype, self.device, seed, case)
-            out = op.make_output(inputs)
+            out = integrity.guarded(op.make_output(inputs))
             before = integrity.snapshot(inputs)
             launch = impl.bind(**inputs, out=out)
             result, got = checks.checked_launch(op, launch, inputs, out, dtype, case, seed,
                                                 lambda: synchronize(self.device))
             results.append(result)
-            written = integrity.written_inputs(inputs, before, f"bind and the checked launch ({case}, seed {seed})")
-            if written and not rec.violations:   # the first set that shows it
-                rec.violations.append(written)
+            when = f"bind and the checked launch ({case}, seed {seed})"
+            for written in (integrity.written_inputs(inputs, before, when), integrity.written_outside(out, when)):
+                if written and not any(v.split(":")[0] == written.split(":")[0] for v in rec.violations):
+                    rec.violations.append(written)   # the first set that shows it
             if kept is None:
                 kept = (launch, inputs, out)
             del got

@@ -9,6 +9,7 @@ Each cheat states what it does; EXPECTED says how the harness labels it. Cheats 
 not show (work off the stream, skipped work found by the physical limit) are in faults.py.
 """
 import threading
+import time
 
 import torch
 import torch.nn.functional as F
@@ -194,10 +195,12 @@ def skips_nan_rows(x, out):
 # --- determinism and batch invariance -------------------------------------------------
 
 def _ordered_rmsnorm(x, weight, eps, flip):
-    """RMSNorm whose sum of squares runs in one of two orders (bits differ, both right)."""
+    """RMSNorm whose mean square comes out 16 ulps apart in two orders of the sum (``flip``),
+    as a long row's can: both within tolerance, the bits differ."""
     xf = x.float()
-    sq = xf.square()
-    ms = (sq.flip(-1).cumsum(-1)[..., -1:] if flip else sq.cumsum(-1)[..., -1:]) / x.shape[-1]
+    ms = xf.square().mean(-1, keepdim=True)
+    if flip:
+        ms = ms * (1 + 2.0 ** -19)
     return (xf * torch.rsqrt(ms + eps) * weight.float()).to(x.dtype)
 
 
@@ -223,8 +226,9 @@ def batch_probe(x, weight, eps, out):
 def background_thread(x, weight, eps, out):
     """Hands the work to a thread and returns at once, unless the output still holds NaN
     (as the checks leave it), when it waits: the wall clock around a launch times a
-    thread's start."""
+    thread's start. The thread starts its work 2 ms late (a queue ahead of it)."""
     def work():
+        time.sleep(0.002)
         out.copy_(_rmsnorm(x, weight, eps))
 
     def launch():
