@@ -72,10 +72,12 @@ def poisoned(t: torch.Tensor) -> torch.Tensor:
 
 
 def checked_launch(op, launch, inputs: dict, out: torch.Tensor, dtype: torch.dtype, case: str, seed: int,
-                   sync) -> tuple[CheckResult, torch.Tensor]:
-    """One checked launch: the output poisoned, the launcher run and waited for (``sync``),
-    its result compared against the op's float64 reference of ``inputs``. (result, output)."""
-    poison(out)
+                   sync, poisoned_first: bool = True) -> tuple[CheckResult, torch.Tensor]:
+    """One checked launch: the output poisoned (unless ``poisoned_first`` is False), the
+    launcher run and waited for (``sync``), its result compared against the op's float64
+    reference of ``inputs``. (result, output)."""
+    if poisoned_first:
+        poison(out)
     got = result_of(launch, out)
     sync()
     ref = op.reference(**inputs)

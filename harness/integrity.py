@@ -126,8 +126,10 @@ def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
 def rebind(op, launch, inputs: dict, out: torch.Tensor, before: torch.Tensor, shape, dtype, device,
            seed: int, sync: Callable[[], None]) -> str | None:
     """Refill the bound input tensors in place, one at a time, with a fresh random set of the
-    same shape; after each, the launcher's output must match the new reference. ``before``:
-    the launcher's last result on the inputs as they are."""
+    same shape, unseen by torch's version counter, and launch onto the output as the last
+    launch left it (the state of a timed launch but for the values); after each refill the
+    launcher's output must match the new reference. ``before``: the launcher's last result
+    on the inputs as they are."""
     fresh = op.inputs(shape, dtype, device, seed, "random")
     before = before.detach().clone()
     for k, v in inputs.items():
@@ -137,17 +139,21 @@ def rebind(op, launch, inputs: dict, out: torch.Tensor, before: torch.Tensor, sh
         # v._version, which a launcher can key a cache on (pointer and version) to recompute
         # only when its inputs were refilled.
         v.data.copy_(fresh[k])
-        result, got = checks.checked_launch(op, launch, inputs, out, dtype, f"{k} refilled", seed, sync)
+        # Not poisoned: the output holds the last answer, as in the timed launches, so that a
+        # launcher that skips its work when its output looks written shows here too.
+        result, got = checks.checked_launch(op, launch, inputs, out, dtype, f"{k} refilled", seed, sync,
+                                            poisoned_first=False)
         if result.passed:
             before = got.detach().clone()
             continue
         stale = got.shape == before.shape and torch.equal(checks.raw_bits(got.detach()), checks.raw_bits(before))
         why = (f"kept the bits it had before: it reads a copy of {k} taken at bind, or an answer "
-               f"computed at bind, or a result cached by pointer (and version counter)" if stale
+               f"computed at bind, or a result cached by pointer (and version counter), or skips its "
+               f"work when its output already holds an answer" if stale
                else f"is wrong for the new values ({result.detail})")
-        return (f"bind did work that belongs to the launch: with {k} refilled in place after bind "
+        return (f"does not compute from its inputs as they are: with {k} refilled in place after bind "
                 f"(fresh values, seed {seed}), the launcher's output {why}; bind may prepare "
-                f"(views, builds, launch configs), never read the values")
+                f"(views, builds, launch configs), never read the values, and every launch reads them")
     return None
 
 
@@ -175,7 +181,7 @@ def stream_check(launch, out: torch.Tensor, device: torch.device) -> tuple[str |
     Capture two launches as a CUDA graph from the current stream, poison their output,
     replay: every element the launcher wrote before must be written again."""
     if device.type != "cuda":
-        return work_after_return(launch, out), "", False
+        return None, "", False
     if torch.cuda.current_stream(device) == torch.cuda.default_stream(device):
         return None, ("stream check not run: the current stream is the legacy default stream, "
                       "so work on it cannot be told apart"), False

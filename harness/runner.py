@@ -162,6 +162,11 @@ class Runner:
         """The launcher's contract (harness.integrity) before timing: recompute, bind, one
         stream. True when the stream check needs a CUPTI trace after the timing."""
         sync = lambda: synchronize(self.device)  # noqa: E731
+        if self.device.type != "cuda":   # a CPU's one stream, its thread: first, as work left running skews the rest
+            late = integrity.work_after_return(launch, out)
+            if late:
+                rec.violations.append(late)
+                return False
         if rec.passed:   # a launcher already wrong on its checked inputs is a failure, not a cheat
             kept = integrity.snapshot(inputs)
             stale, result = integrity.recompute(launch, out, inputs, sync)

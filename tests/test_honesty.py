@@ -8,7 +8,7 @@ from harness.runner import CaseSpec
 
 # Irregular sizes: 18x1001 fp32 leaves 2 elements after the last 16-byte pack, and its
 # batch-invariance probes (1 and 10 rows) differ in parity from the full batch.
-SHAPES = {"rmsnorm": (18, 1001), "softmax": (18, 1001), "copy": (18018,)}
+SHAPES = {"rmsnorm": (18, 1001), "softmax": (18, 1001), "copy": (18018,), "sum": (18018,)}
 
 
 @pytest.mark.parametrize("key", sorted(cheats.EXPECTED), ids=lambda k: f"{k[0]}-{k[2]}")

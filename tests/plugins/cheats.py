@@ -38,6 +38,7 @@ EXPECTED = {(op, "cheats", variant): exp for (op, variant), exp in {
     ("rmsnorm", "returns_lazy"): Expect("invalid", "not a plain torch.Tensor"),
     ("rmsnorm", "batch_probe"): Expect("ok", field="batch_invariant", value=False),
     ("rmsnorm", "det_by_memo"): Expect("invalid", STALE),
+    ("sum", "skips_when_written"): Expect("invalid", STALE),
     ("rmsnorm", "background_thread"): Expect("invalid", "after the launcher returned"),
     ("softmax", "skips_nan_rows"): Expect("fail", "left as the poison"),
 }.items()}
@@ -102,6 +103,16 @@ def det_by_memo(x, weight, eps, out):
             jitter = torch.randint(0, 2, y.shape, device=y.device).to(y.dtype)
             memo[key] = torch.nextafter(y, y + jitter).to(x.dtype)
         out.copy_(memo[key])
+    return launch
+
+
+@impl("sum", "cheats", variant="skips_when_written")
+def skips_when_written(x, out):
+    """Sums only when its output holds NaN (as the checks leave it before a launch); else
+    returns at once, its last answer still there: every timed launch is empty."""
+    def launch():
+        if torch.isnan(out):
+            out.copy_(x.sum(dtype=torch.float32))
     return launch
 
 
