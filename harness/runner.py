@@ -7,6 +7,7 @@ inputs, then timing of that same launcher.
 """
 from __future__ import annotations
 
+import secrets
 import traceback
 from dataclasses import dataclass, field
 
@@ -170,8 +171,11 @@ class Runner:
         if rec.passed:   # a launcher already wrong on its checked inputs is a failure, not a cheat
             kept = integrity.snapshot(inputs)
             stale, result = integrity.recompute(launch, out, inputs, sync)
+            # The refill's seed is drawn afresh (it is in the reason when it fails), not derived
+            # from the base seed: from the op's input maker and a predictable seed, bind could
+            # compute the refill's answer too, and read an element at launch to pick it.
             stale = stale or integrity.rebind(op, launch, inputs, out, result, shape, dtype, self.device,
-                                              self.settings.base_seed + 500, sync)
+                                              secrets.randbelow(1 << 31), sync)
             for k, v in kept.items():   # the rest of the case runs on the inputs its checks saw
                 inputs[k].copy_(v)
             if stale:

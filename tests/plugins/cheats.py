@@ -38,6 +38,7 @@ EXPECTED = {(op, "cheats", variant): exp for (op, variant), exp in {
     ("rmsnorm", "returns_lazy"): Expect("invalid", "not a plain torch.Tensor"),
     ("rmsnorm", "batch_probe"): Expect("ok", field="batch_invariant", value=False),
     ("rmsnorm", "det_by_memo"): Expect("invalid", STALE),
+    ("rmsnorm", "knows_the_refill"): Expect("invalid", STALE),
     ("sum", "skips_when_written"): Expect("invalid", STALE),
     # On a CPU: "works after the launcher returned" (tests/test_honesty.py); on a GPU the
     # thread's work runs on its own current stream, the legacy default stream.
@@ -105,6 +106,26 @@ def det_by_memo(x, weight, eps, out):
             jitter = torch.randint(0, 2, y.shape, device=y.device).to(y.dtype)
             memo[key] = torch.nextafter(y, y + jitter).to(x.dtype)
         out.copy_(memo[key])
+    return launch
+
+
+@impl("rmsnorm", "cheats", variant="knows_the_refill")
+def knows_the_refill(x, weight, eps, out):
+    """Computes at bind the answer for x, and for the fresh inputs the harness would refill x
+    with were their seed predictable (base seed + 500, for base seeds 0 and 1234); a launch
+    reads one element of x to choose which answer to copy out."""
+    from harness.registry import ops
+    spec = ops()["rmsnorm"](eps=eps)
+    first = lambda t: float(t.view(-1)[0])  # noqa: E731
+    answers = {(first(x), first(weight)): _rmsnorm(x, weight, eps)}
+    for seed in (500, 1734):   # x refilled, then the weight too
+        fresh = spec.inputs(tuple(x.shape), x.dtype, x.device, seed)
+        answers[(first(fresh["x"]), first(weight))] = _rmsnorm(fresh["x"], weight, eps)
+        answers[(first(fresh["x"]), first(fresh["weight"]))] = _rmsnorm(fresh["x"], fresh["weight"], eps)
+    any_answer = next(iter(answers.values()))
+
+    def launch():
+        out.copy_(answers.get((first(x), first(weight)), any_answer))
     return launch
 
 
