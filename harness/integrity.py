@@ -124,7 +124,7 @@ def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def rebind(op, launch, inputs: dict, out: torch.Tensor, before: torch.Tensor, shape, dtype, device,
-           seed: int, sync: Callable[[], None]) -> str | None:
+           seed: int, sync: Callable[[], None], when: str = "after bind") -> str | None:
     """Refill the bound input tensors in place, one at a time, with a fresh random set of the
     same shape, unseen by torch's version counter, and launch onto the output as the last
     launch left it (the state of a timed launch but for the values); after each refill the
@@ -151,7 +151,7 @@ def rebind(op, launch, inputs: dict, out: torch.Tensor, before: torch.Tensor, sh
                f"computed at bind, or a result cached by pointer (and version counter), or skips its "
                f"work when its output already holds an answer" if stale
                else f"is wrong for the new values ({result.detail})")
-        return (f"does not compute from its inputs as they are: with {k} refilled in place after bind "
+        return (f"does not compute from its inputs as they are: with {k} refilled in place {when} "
                 f"(fresh values, seed {seed}), the launcher's output {why}; bind may prepare "
                 f"(views, builds, launch configs), never read the values, and every launch reads them")
     return None

@@ -21,3 +21,20 @@ def test_a_cheat_is_caught_and_named(cpu_runner, key):
         assert "works after the launcher returned" in rec["reason"], rec["reason"]
     if rec["status"] == "invalid":
         assert rec["gbps"] is None and rec["median_us"] is None   # not timed, no bandwidth
+
+
+def test_a_launcher_that_stops_working_once_timed_is_caught_on_a_cpu():
+    """faults.skips_when_timed (right for its first 32 launches, then empty) with enough
+    launches before and during timing to pass 32: the refill after the timed launches finds
+    its last answer (the physical limit, a GPU's, sees it only beyond the L2)."""
+    import torch
+
+    import tests.plugins.faults  # noqa: F401 - registers it
+    from harness.runner import Runner, Settings
+    from harness.timing import TimingBudget
+    runner = Runner(torch.device("cpu"), Settings(
+        seeds=1, determinism_runs=10, roof_bytes=4 << 20, roof_cache=False,
+        budget=TimingBudget(warmup_ms=0, min_samples=30, max_samples=30, max_seconds=5)))
+    rec = runner.run(CaseSpec("rmsnorm", "faults", "skips_when_timed", "float32", (16, 1000)))
+    assert rec.status == "invalid" and "refilled in place after the timed launches" in rec.reason, rec.reason
+    assert rec.gbps is None
