@@ -99,7 +99,8 @@ def run(device: torch.device, shape: tuple[int, ...], dtype: str, plugins: tuple
     specs = registry.ops()
     # A 1-D op takes the shape's elements, rows x cols: the same bytes, the same odd sizes.
     shaped = {op: shape if specs[op].ndim == len(shape) else (math.prod(shape),) for op in ops}
-    cases = [(CaseSpec(op, impl, variant, dtype, shaped[op]), exp) for (op, impl, variant), exp in sorted(faults.items())]
+    cases = [(CaseSpec(op, impl, variant, dtype, shaped[op]), exp)
+             for (op, impl, variant), exp in sorted(faults.items())]
     for op in sorted(ops):
         cases += [(CaseSpec(op, impl, variant, dtype, shaped[op]), None)
                   for impl, variant in honest_impls(op, device, frameworks)

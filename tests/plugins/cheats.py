@@ -247,7 +247,8 @@ def batch_probe(x, weight, eps, out):
 
     def launch():
         if storage_rows > x.shape[0] and x.is_contiguous() and x.storage_offset() == 0:
-            full = torch.empty(0, dtype=x.dtype, device=x.device).set_(x.untyped_storage(), 0, (storage_rows, x.shape[1]))
+            full = torch.empty(0, dtype=x.dtype, device=x.device)
+            full = full.set_(x.untyped_storage(), 0, (storage_rows, x.shape[1]))
             out.copy_(_ordered_rmsnorm(full, weight, eps, storage_rows % 2)[:x.shape[0]])
         else:
             out.copy_(_ordered_rmsnorm(x, weight, eps, x.shape[0] % 2))
