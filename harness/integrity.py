@@ -1,18 +1,25 @@
 """The launcher's contract, checked: what the harness times is the work, all of it.
 
 The harness times only the launcher, with events on the current stream, after ``bind``.
-So four things must hold, or a number is a lie however right the output is:
+So these must hold, or a number is a lie however right the output is:
 
 - **inputs read-only**: the inputs are bit-identical after every launch (``written_inputs``);
+- **stores within the output**: the guards around each checked output keep their bytes
+  (``guarded``, ``written_outside``);
 - **recompute**: a second launch on the same inputs writes its output again (a launcher
-  that caches its result, by pointer or otherwise, leaves the poison there: ``recompute``);
-- **bind prepares, never computes**: the inputs, refilled in place with fresh values after
-  ``bind``, give the fresh answer (a launcher that reads a copy taken at bind, or copies an
-  answer computed at bind, gives the old one: ``rebind``);
+  that caches its result, by pointer or otherwise, leaves the poison there), and what it
+  returns is a plain tensor of its own, not an input (``recompute``);
+- **bind prepares, never computes; every launch reads its inputs**: the inputs, refilled in
+  place with fresh values after ``bind`` (unseen by torch's version counter) and launched
+  onto the output as the last launch left it, give the fresh answer; again after timing (a
+  launcher that reads a copy taken at bind, copies an answer computed at bind, keeps a cache,
+  skips its work when its output looks written or stops once timed gives the old one:
+  ``rebind``);
 - **one stream**: every GPU activity a launch queues runs on the current PyTorch stream
   (``stream_check``, ``stream_trace``). Work on a private stream or on the legacy default
   stream (CuPy's and Numba's default when no stream is passed) is not between the events:
-  measured on the H200, such a launcher timed at 6,437% of the roof.
+  measured on the H200, such a launcher timed at 6,437% of the roof. On a CPU, the calling
+  thread: no output changes after the launcher returns (``work_after_return``).
 
 Last, the physical limit (``impossible``): a case that moves more than the L2 holds cannot
 stream faster than the memory's datasheet peak; one that reads faster did its work outside
