@@ -18,6 +18,7 @@ give the same bits as those rows in the full batch.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import torch
@@ -47,16 +48,36 @@ def result_of(launch, out: torch.Tensor) -> torch.Tensor:
     return out if got is None else got
 
 
+def poison_bits(dtype: torch.dtype) -> int:
+    """The poison: a quiet NaN with a payload (fp32 0x7FDA5A5A, bf16 0x7FDA, fp16 0x7E5A),
+    so that an element left as the poison is told apart from a NaN the kernel wrote
+    (arithmetic gives the canonical NaN; an input's NaN keeps its own payload). A plain NaN
+    poison let a kernel that skips the rows whose answer is NaN (an all -inf softmax row)
+    pass: right only where the output held NaN before."""
+    inf = int(torch.tensor(float("inf"), dtype=dtype).view(_INT[dtype.itemsize]))
+    quiet = 1 << (round(-math.log2(torch.finfo(dtype).eps)) - 1)   # the top mantissa bit
+    return inf | quiet | (0x5A5A5A5A5A5A5A5A & (quiet - 1))
+
+
 def poison(out: torch.Tensor) -> None:
     if out.is_floating_point():
-        out.fill_(float("nan"))
+        out.view(_INT[out.element_size()]).fill_(poison_bits(out.dtype))
+
+
+def poisoned(t: torch.Tensor) -> torch.Tensor:
+    """Where ``t`` still holds the poison's bits (all False for a non-float tensor)."""
+    if not t.is_floating_point():
+        return torch.zeros(t.shape, dtype=torch.bool, device=t.device)
+    return raw_bits(t.detach()) == poison_bits(t.dtype)
 
 
 def checked_launch(op, launch, inputs: dict, out: torch.Tensor, dtype: torch.dtype, case: str, seed: int,
-                   sync) -> tuple[CheckResult, torch.Tensor]:
-    """One checked launch: the output poisoned, the launcher run and waited for (``sync``),
-    its result compared against the op's float64 reference of ``inputs``. (result, output)."""
-    poison(out)
+                   sync, poisoned_first: bool = True) -> tuple[CheckResult, torch.Tensor]:
+    """One checked launch: the output poisoned (unless ``poisoned_first`` is False), the
+    launcher run and waited for (``sync``), its result compared against the op's float64
+    reference of ``inputs``. (result, output)."""
+    if poisoned_first:
+        poison(out)
     got = result_of(launch, out)
     sync()
     ref = op.reference(**inputs)
@@ -82,6 +103,8 @@ def compare(got: torch.Tensor, ref: torch.Tensor, tol: Tol, scale, case: str, se
     ok = torch.where(finite, err <= allowed, torch.zeros_like(finite))
     ok |= nan_ref & nan_out
     ok |= inf_ref & (out == ref)
+    left = poisoned(got).reshape(ref.shape).to(ok.device)
+    ok &= ~left
     n_bad = int((~ok).sum())
     err_f = torch.where(finite, err, torch.zeros_like(err))
     max_abs = float(err_f.max()) if err_f.numel() else 0.0
@@ -108,12 +131,18 @@ def compare(got: torch.Tensor, ref: torch.Tensor, tol: Tol, scale, case: str, se
                        f"and the impl gave 0 (subnormals flushed to zero, or an intermediate underflowed)")
         if unwritten:
             detail += f"; {unwritten} NaN where a number was due (unwritten or NaN-producing)"
+        hidden = int((left & nan_ref).sum())
+        if hidden:
+            detail += (f"; {hidden} element(s) whose answer is NaN left as the poison (never "
+                       f"written: right only because the output held NaN before)")
     return CheckResult(case, seed, n_bad == 0, n_bad, ref.numel(), max_abs, max_rel, tol_used, detail)
 
 
+_INT = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
 def raw_bits(t: torch.Tensor) -> torch.Tensor:
-    width = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
-    return t.contiguous().view(width)
+    return t.contiguous().view(_INT[t.element_size()])
 
 
 def ordered_bits(t: torch.Tensor) -> torch.Tensor:
@@ -166,6 +195,10 @@ def batch_invariance(op, bind, inputs: dict, out: torch.Tensor, full: torch.Tens
     differing = []
     for b in sizes:
         sub_inputs, sub_out = op.rows(inputs, out, b)
+        # Copies, not views into the full batch: from a view an impl could reach the whole
+        # batch (its storage) and give the full batch's bits, whatever the batch it is shown.
+        sub_inputs = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in sub_inputs.items()}
+        sub_out = torch.empty_like(sub_out)
         poison(sub_out)
         got = result_of(bind(**sub_inputs, out=sub_out), sub_out)
         bits = raw_bits(got.detach().reshape(sub_out.shape))

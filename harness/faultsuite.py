@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import math
 import os
 import sys
 from dataclasses import dataclass
@@ -95,9 +96,13 @@ def run(device: torch.device, shape: tuple[int, ...], dtype: str, plugins: tuple
     faults = planted(plugins, device)
     frameworks = {k[1] for k in faults}
     ops = {k[0] for k in faults}
-    cases = [(CaseSpec(op, impl, variant, dtype, shape), exp) for (op, impl, variant), exp in sorted(faults.items())]
+    specs = registry.ops()
+    # A 1-D op takes the shape's elements, rows x cols: the same bytes, the same odd sizes.
+    shaped = {op: shape if specs[op].ndim == len(shape) else (math.prod(shape),) for op in ops}
+    cases = [(CaseSpec(op, impl, variant, dtype, shaped[op]), exp)
+             for (op, impl, variant), exp in sorted(faults.items())]
     for op in sorted(ops):
-        cases += [(CaseSpec(op, impl, variant, dtype, shape), None)
+        cases += [(CaseSpec(op, impl, variant, dtype, shaped[op]), None)
                   for impl, variant in honest_impls(op, device, frameworks)
                   if honest is None or impl in honest]
     settings = settings or Settings(seeds=2, determinism_runs=10, invocation_id="fault-suite",
@@ -148,7 +153,7 @@ def parse_shape(text: str) -> tuple[int, ...]:
     except ValueError:
         raise SystemExit(f"fault-suite: --shape {text!r} is not ROWSxCOLS (e.g. 64x1000)") from None
     if len(shape) != 2 or min(shape) < 1:
-        raise SystemExit(f"fault-suite: --shape {text!r}: the planted faults are RMSNorm impls; give ROWSxCOLS")
+        raise SystemExit(f"fault-suite: --shape {text!r}: give ROWSxCOLS (a 1-D op takes ROWS*COLS elements)")
     return shape
 
 

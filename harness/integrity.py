@@ -1,18 +1,25 @@
 """The launcher's contract, checked: what the harness times is the work, all of it.
 
 The harness times only the launcher, with events on the current stream, after ``bind``.
-So four things must hold, or a number is a lie however right the output is:
+So these must hold, or a number is a lie however right the output is:
 
 - **inputs read-only**: the inputs are bit-identical after every launch (``written_inputs``);
+- **stores within the output**: the guards around each checked output keep their bytes
+  (``guarded``, ``written_outside``);
 - **recompute**: a second launch on the same inputs writes its output again (a launcher
-  that caches its result, by pointer or otherwise, leaves the poison there: ``recompute``);
-- **bind prepares, never computes**: the inputs, refilled in place with fresh values after
-  ``bind``, give the fresh answer (a launcher that reads a copy taken at bind, or copies an
-  answer computed at bind, gives the old one: ``rebind``);
+  that caches its result, by pointer or otherwise, leaves the poison there), and what it
+  returns is a plain tensor of its own, not an input (``recompute``);
+- **bind prepares, never computes; every launch reads its inputs**: the inputs, refilled in
+  place with fresh values after ``bind`` (unseen by torch's version counter) and launched
+  onto the output as the last launch left it, give the fresh answer; again after timing (a
+  launcher that reads a copy taken at bind, copies an answer computed at bind, keeps a cache,
+  skips its work when its output looks written or stops once timed gives the old one:
+  ``rebind``);
 - **one stream**: every GPU activity a launch queues runs on the current PyTorch stream
   (``stream_check``, ``stream_trace``). Work on a private stream or on the legacy default
   stream (CuPy's and Numba's default when no stream is passed) is not between the events:
-  measured on the H200, such a launcher timed at 6,437% of the roof.
+  measured on the H200, such a launcher timed at 6,437% of the roof. On a CPU, the calling
+  thread: no output changes after the launcher returns (``work_after_return``).
 
 Last, the physical limit (``impossible``): a case that moves more than the L2 holds cannot
 stream faster than the memory's datasheet peak; one that reads faster did its work outside
@@ -23,6 +30,8 @@ runner records a case with any violation as ``invalid``, and claims no bandwidth
 """
 from __future__ import annotations
 
+import threading
+import time
 from typing import Callable
 
 import torch
@@ -50,45 +59,108 @@ def written_inputs(inputs: dict, before: dict[str, torch.Tensor], when: str) -> 
             f"inputs are read-only (an impl that needs scratch space allocates it in bind)")
 
 
-def recompute(launch, out: torch.Tensor, sync: Callable[[], None], nan_before: int = 0
+# --- stores outside the output -----------------------------------------------------------
+#
+# A kernel whose tail loop rounds its bound up, or whose index is off by one, stores past
+# its output (or before it) without a fault: the allocation around it has room (a CUDA
+# caching allocator's block, another tensor), and what it overwrites is someone else's.
+# So the checked outputs sit between two guards of known bytes, checked after the launches.
+
+GUARD_BYTES = 512   # each side: an output 512-byte aligned (the CUDA allocator's) stays so
+GUARD_BYTE = 0xA5
+
+
+def guarded(out: torch.Tensor) -> torch.Tensor:
+    """``out`` (contiguous) moved into the middle of an allocation GUARD_BYTES larger each
+    side, the guards filled with GUARD_BYTE; any other ``out`` as it is."""
+    if not out.is_contiguous() or GUARD_BYTES % out.element_size():
+        return out
+    pad = GUARD_BYTES // out.element_size()
+    buf = torch.empty(out.numel() + 2 * pad, dtype=out.dtype, device=out.device)
+    buf.view(torch.uint8).fill_(GUARD_BYTE)
+    return buf[pad:pad + out.numel()].view(out.shape)
+
+
+def written_outside(out: torch.Tensor, when: str) -> str | None:
+    """None if the guards around ``out`` (guarded) hold their bytes; else how many changed."""
+    whole = torch.empty(0, dtype=torch.uint8, device=out.device).set_(out.untyped_storage())
+    start = out.storage_offset() * out.element_size()
+    end = start + out.numel() * out.element_size()
+    before = int((whole[:start] != GUARD_BYTE).sum())
+    after = int((whole[end:] != GUARD_BYTE).sum())
+    if not (before or after):
+        return None
+    return (f"writes outside its output: {after} of the {whole.numel() - end} bytes after its end and "
+            f"{before} of the {start} before its start changed by {when}; a kernel stores only "
+            f"within its output (what lies beside it belongs to another tensor)")
+
+
+def recompute(launch, out: torch.Tensor, inputs: dict, sync: Callable[[], None]
               ) -> tuple[str | None, torch.Tensor]:
-    """Poison the output and launch again on the same inputs: every element must be written,
-    as many NaN left as the checked launch gave (``nan_before``). (violation or None, result)."""
+    """Launch, then poison the output (and the tensor the launch returned, if it returned
+    one) and launch again on the same inputs: every element must be written again. The
+    result must also be a plain tensor of its own: not an input (a copy's ``return x``
+    does no work), nor a subclass whose values are computed when read. (violation or None,
+    the second launch's result)."""
+    first = checks.result_of(launch, out)
+    sync()
+    if type(first) is not torch.Tensor:
+        return (f"returns a {type(first).__module__}.{type(first).__qualname__}, not a plain torch.Tensor: "
+                f"a subclass may compute its values when the checks read them, outside the timed "
+                f"launch; a launcher writes out or returns the tensor it computed"), first
+    shared = [k for k, v in inputs.items()
+              if isinstance(v, torch.Tensor) and _same_storage(v, first)]
+    if shared:
+        return (f"returns its input {', '.join(shared)} (or a view of it) as its result: a launch "
+                f"that hands back what it was given did no work; a launcher writes out or returns "
+                f"a tensor it computed"), first
     checks.poison(out)
+    checks.poison(first)
     got = checks.result_of(launch, out)
     sync()
-    if got is not out or not out.is_floating_point():
-        return None, got   # a launcher that returns its output: rebind checks that it is fresh
-    unwritten = int(torch.isnan(out).sum()) - nan_before
-    if unwritten <= 0:
+    unwritten = int(checks.poisoned(got).sum()) if _same_storage(got, first) or got is out else 0
+    if not unwritten:
         return None, got
     return (f"does not recompute: a second launch on the same inputs left {unwritten} of "
-            f"{out.numel()} output elements unwritten (as the poison left them); a launcher "
+            f"{got.numel()} output elements unwritten (as the poison left them); a launcher "
             f"must do the whole work on every call, not return a result it cached"), got
 
 
+def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.device == b.device and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+
+
 def rebind(op, launch, inputs: dict, out: torch.Tensor, before: torch.Tensor, shape, dtype, device,
-           seed: int, sync: Callable[[], None]) -> str | None:
+           seed: int, sync: Callable[[], None], when: str = "after bind") -> str | None:
     """Refill the bound input tensors in place, one at a time, with a fresh random set of the
-    same shape; after each, the launcher's output must match the new reference. ``before``:
-    the launcher's last result on the inputs as they are."""
+    same shape, unseen by torch's version counter, and launch onto the output as the last
+    launch left it (the state of a timed launch but for the values); after each refill the
+    launcher's output must match the new reference. ``before``: the launcher's last result
+    on the inputs as they are."""
     fresh = op.inputs(shape, dtype, device, seed, "random")
     before = before.detach().clone()
     for k, v in inputs.items():
         if not (isinstance(v, torch.Tensor) and isinstance(fresh.get(k), torch.Tensor) and fresh[k].shape == v.shape):
             continue
-        v.copy_(fresh[k])
-        result, got = checks.checked_launch(op, launch, inputs, out, dtype, f"{k} refilled", seed, sync)
+        # Through ``.data``, whose version counter is its own: a write through ``v`` bumps
+        # v._version, which a launcher can key a cache on (pointer and version) to recompute
+        # only when its inputs were refilled.
+        v.data.copy_(fresh[k])
+        # Not poisoned: the output holds the last answer, as in the timed launches, so that a
+        # launcher that skips its work when its output looks written shows here too.
+        result, got = checks.checked_launch(op, launch, inputs, out, dtype, f"{k} refilled", seed, sync,
+                                            poisoned_first=False)
         if result.passed:
             before = got.detach().clone()
             continue
         stale = got.shape == before.shape and torch.equal(checks.raw_bits(got.detach()), checks.raw_bits(before))
         why = (f"kept the bits it had before: it reads a copy of {k} taken at bind, or an answer "
-               f"computed at bind, or a result cached by pointer" if stale
+               f"computed at bind, or a result cached by pointer (and version counter), or skips its "
+               f"work when its output already holds an answer" if stale
                else f"is wrong for the new values ({result.detail})")
-        return (f"bind did work that belongs to the launch: with {k} refilled in place after bind "
+        return (f"does not compute from its inputs as they are: with {k} refilled in place {when} "
                 f"(fresh values, seed {seed}), the launcher's output {why}; bind may prepare "
-                f"(views, builds, launch configs), never read the values")
+                f"(views, builds, launch configs), never read the values, and every launch reads them")
     return None
 
 
@@ -155,6 +227,35 @@ def stream_check(launch, out: torch.Tensor, device: torch.device) -> tuple[str |
                 f"on another stream (a private one, or the legacy default stream, CuPy's and Numba's "
                 f"default when given none), which the events around the launch do not time; {ADVICE}"), "", True
     return None, "two launches captured as a CUDA graph from the current stream wrote the whole output", False
+
+
+# On a CPU the stream is the calling thread: the wall clock around a launch times what ran
+# before it returned. Work handed to another thread is not timed (a launcher that started a
+# thread and returned timed at its thread's start), so the output must hold, when the
+# launcher returns, what it holds once every thread the launch started has ended.
+SETTLE_S = 0.002   # and after that, for work queued to threads that were there before (a pool)
+
+
+def work_after_return(launch, out: torch.Tensor) -> str | None:
+    """CPU: launch onto an output of zeros (a finite fill: NaN is the checks' poison, which a
+    launcher could look for), then compare the result at the launcher's return with the
+    result once its threads have ended. None when they agree."""
+    if not out.is_floating_point():
+        return None
+    threads = threading.active_count()
+    out.zero_()
+    got = checks.result_of(launch, out)
+    at_return = checks.raw_bits(got.detach()).clone()
+    deadline = time.monotonic() + 1.0
+    while threading.active_count() > threads and time.monotonic() < deadline:
+        time.sleep(0.001)
+    time.sleep(SETTLE_S)
+    changed = int((checks.raw_bits(got.detach()) != at_return).sum())
+    if not changed:
+        return None
+    return (f"works after the launcher returned: {changed} of {got.numel()} output elements changed "
+            f"after it returned (work on another thread), so the wall clock around the launch did "
+            f"not time it; a launcher returns when its work is done")
 
 
 def _gpu_activities(prof, device: torch.device) -> list[tuple[str, int, int]]:

@@ -82,7 +82,6 @@ class Record:
     # the launcher's contract (harness.integrity): each violation in words; status invalid if any
     violations: list[str] = field(default_factory=list)
     stream_note: str = ""            # what the stream check saw (or why it did not run)
-    checked_nan: int = 0             # NaN in the first checked launch's output (recompute counts above it)
     # NVML clocks at the case's start and after its timing (provenance.clock_check)
     clocks: dict[str, Any] = field(default_factory=dict)
     clock_note: str = ""             # set when the case was timed far below the GPU's normal clocks

@@ -7,6 +7,7 @@ inputs, then timing of that same launcher.
 """
 from __future__ import annotations
 
+import secrets
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -168,9 +169,11 @@ class Runner:
         if trace_after:   # no graph could be captured: the trace, after the timing it would slow
             stream, rec.stream_note = integrity.stream_trace(launch, self.device)
         after = integrity.written_inputs(inputs, before, "the determinism, batch and timed launches")
+        outside = integrity.written_outside(out, "the determinism, batch and timed launches")
+        late = self._refilled_after_timing(rec, op, launch, inputs, out, spec.shape, dtype)
         limit = integrity.impossible(rec.gbps, rec.bytes, self.provenance.get("gpu_l2_bytes"),
                                      rec.peak_gbps, rec.roof_gbps)
-        rec.violations = [v for v in (stream, after, limit) if v]
+        rec.violations = [v for v in (stream, after, outside, late, limit) if v]
         phase.done("after")
         if rec.violations:
             _invalid(rec)
@@ -182,11 +185,19 @@ class Runner:
         """The launcher's contract (harness.integrity) before timing: recompute, bind, one
         stream. True when the stream check needs a CUPTI trace after the timing."""
         sync = lambda: synchronize(self.device)  # noqa: E731
+        if self.device.type != "cuda":   # a CPU's one stream, its thread: first, as work left running skews the rest
+            late = integrity.work_after_return(launch, out)
+            if late:
+                rec.violations.append(late)
+                return False
         if rec.passed:   # a launcher already wrong on its checked inputs is a failure, not a cheat
             kept = integrity.snapshot(inputs)
-            stale, result = integrity.recompute(launch, out, sync, rec.checked_nan)
+            stale, result = integrity.recompute(launch, out, inputs, sync)
+            # The refill's seed is drawn afresh (it is in the reason when it fails), not derived
+            # from the base seed: from the op's input maker and a predictable seed, bind could
+            # compute the refill's answer too, and read an element at launch to pick it.
             stale = stale or integrity.rebind(op, launch, inputs, out, result, shape, dtype, self.device,
-                                              self.settings.base_seed + 500, sync)
+                                              secrets.randbelow(1 << 31), sync)
             for k, v in kept.items():   # the rest of the case runs on the inputs its checks saw
                 inputs[k].copy_(v)
             if stale:
@@ -199,6 +210,19 @@ class Runner:
         if stream:
             rec.violations.append(stream)
         return trace and not stream
+
+    def _refilled_after_timing(self, rec: Record, op, launch, inputs, out, shape, dtype) -> str | None:
+        """The refill check again, on the launcher as timing left it: one that stops working
+        once it has been called often enough to be timed (a count no check before timing
+        reaches) gives its last answer here; the physical limit sees that only beyond the L2."""
+        if not (self.settings.contract and rec.passed):
+            return None
+        kept = integrity.snapshot(inputs)
+        late = integrity.rebind(op, launch, inputs, out, out, shape, dtype, self.device, secrets.randbelow(1 << 31),
+                                lambda: synchronize(self.device), when="after the timed launches")
+        for k, v in kept.items():
+            inputs[k].copy_(v)
+        return late
 
     def _impl(self, spec: CaseSpec) -> registry.Impl:
         key = (spec.op, spec.impl, spec.variant)
@@ -216,18 +240,18 @@ class Runner:
         cases += [(name, s.base_seed + 1000 + i) for i, name in enumerate(op.adversarial)]
         for case, seed in cases:
             inputs = op.inputs(shape, dtype, self.device, seed, case)
-            out = op.make_output(inputs)
+            out = integrity.guarded(op.make_output(inputs))
             before = integrity.snapshot(inputs)
             launch = impl.bind(**inputs, out=out)
             result, got = checks.checked_launch(op, launch, inputs, out, dtype, case, seed,
                                                 lambda: synchronize(self.device))
             results.append(result)
-            written = integrity.written_inputs(inputs, before, f"bind and the checked launch ({case}, seed {seed})")
-            if written and not rec.violations:   # the first set that shows it
-                rec.violations.append(written)
+            when = f"bind and the checked launch ({case}, seed {seed})"
+            for written in (integrity.written_inputs(inputs, before, when), integrity.written_outside(out, when)):
+                if written and not any(v.split(":")[0] == written.split(":")[0] for v in rec.violations):
+                    rec.violations.append(written)   # the first set that shows it
             if kept is None:
                 kept = (launch, inputs, out)
-                rec.checked_nan = int(torch.isnan(got).sum()) if got.is_floating_point() else 0
             del got
         rec.checks = [r.as_dict() for r in results]
         rec.passed = all(r.passed for r in results)

@@ -9,8 +9,10 @@ kernel's source and the config space (the framework's ``fingerprint``), the sear
 GPU and the software stack.
 
 Two searches:
-- ``tune``: configs that change no result bits (an elementwise kernel's tile): the
-  fastest on the real inputs.
+- ``tune``: configs whose bits no check compares across configs: an elementwise kernel's
+  tile (the same bits whatever the config) and a 1-D reduction's grid and block (its tree,
+  so its bits, follow the config: the same wherever the cache keeps the choice, others where
+  it is tuned anew; docs/methodology.md, Determinism): the fastest on the real inputs.
 - ``tune_rows``: a row kernel (softmax, the norms), whose config decides each row's
   reduction tree and so its bits. Batch invariance is kept here, once for every
   framework: the bits are chosen once per row length and dtype (the key), on scratch

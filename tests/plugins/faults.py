@@ -100,7 +100,8 @@ HONEST_CALLS = 32
 @impl("rmsnorm", "faults", variant="skips_when_timed")
 def skips_when_timed(x, weight, eps, out):
     """Right for its first HONEST_CALLS launches, which every check sees, then does nothing:
-    the timed launches queue no work. Only the physical limit can catch it."""
+    the timed launches queue no work. The physical limit catches it beyond the L2, the refill
+    after timing at any size (tests/test_honesty.py shows it on a CPU)."""
     calls = [0]
 
     def launch():

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The launcher-contract checks on the H200, from the repository root on a bare GPU host with
+# PYTHONPATH=/tmp/site:$PWD, within ~8 minutes (limits add to 470 s); everything comes back in
+# $OUT/out-honesty.tgz:
+# 1. the CUDA build (~50 s cold), so that the suites below time binds, not nvcc;
+# 2. the cheats (tests.plugins.cheats) at an odd size, bf16 4095x4097 (copy and sum take its
+#    16,777,215 elements), beside every honest impl of copy, rmsnorm, softmax and sum, in two
+#    halves by framework: each cheat caught as on the CPU (background_thread by the stream
+#    check here), no honest impl flagged;
+# 3. the smoke sweep of every op and impl: no case invalid (the negative controls fail).
+# (The planted-fault suite alone: python3 -m harness.faultsuite --device cuda.)
+# Read: cheats-*.log (the suite's table; exit 0 = all caught, none flagged),
+# smoke-summary.log (statuses; any invalid case with its reason).
+source "$(dirname "$0")/steps.sh"
+nvidia-smi --query-gpu=name,uuid,clocks.max.memory --format=csv | tee "$OUT/gpu.txt"
+git log --oneline -1 | tee "$OUT/version.txt"
+export PYTHONUNBUFFERED=1
+step cuda-build 90 python3 -m impls._frameworks.cuda.build
+step cheats-a 110 python3 -m harness.faultsuite --device cuda --plugins tests.plugins.cheats \
+  --shape 4095x4097 --dtype bfloat16 --honest eager,triton,cuda --json "$OUT/cheats-a.json"
+step cheats-b 110 python3 -m harness.faultsuite --device cuda --plugins tests.plugins.cheats \
+  --shape 4095x4097 --dtype bfloat16 --honest cupy,numba,torch_compile,liger,quack --json "$OUT/cheats-b.json"
+harness smoke 150 op=all impl=all sweep=smoke
+step smoke-summary 5 python3 - "$OUT/smoke.jsonl" <<'EOF'
+import collections, json, sys
+recs = [json.loads(line) for line in open(sys.argv[1])]
+print(collections.Counter(r["status"] for r in recs))
+for r in recs:
+    if r["status"] == "invalid":
+        print(r["op"], r["impl"], r["variant"], r["dtype"], r["shape"], "|", r["reason"][:400])
+EOF
+echo "exit status $status" | tee -a "$OUT/steps.log"
+exit $status
