@@ -68,12 +68,15 @@ cat "$OUT/phase-seconds.txt"
 #    the functions by cumulative and by own time.
 # op_env OP: an op's caches as devtools/first-run laid them out, warm.
 op_env() { python3 devtools/first-run env "$1" --cache "$HARNESS_CACHE"; }
+#    FIRST_CASES_S=0 leaves it out.
 FIRST_OP=${OPS%%,*}
-step first-cases ${FIRST_CASES_S:-60} env $(op_env "$FIRST_OP") python3 -m cProfile -o /tmp/first-cases.prof \
-  -m harness "op=$FIRST_OP" "impl=[numba,triton]" dtype=fp32 isolate=false tracking=none \
-  hydra.run.dir=/tmp/runs/first-cases
-python3 -c "import pstats; pstats.Stats('/tmp/first-cases.prof').sort_stats('cumulative').print_stats(60); pstats.Stats('/tmp/first-cases.prof').sort_stats('tottime').print_stats(25)" \
-  > "$OUT/first-cases.txt" 2>&1
+if [ "${FIRST_CASES_S:-60}" != 0 ]; then
+  step first-cases ${FIRST_CASES_S:-60} env $(op_env "$FIRST_OP") python3 -m cProfile -o /tmp/first-cases.prof \
+    -m harness "op=$FIRST_OP" "impl=[numba,triton]" dtype=fp32 isolate=false tracking=none \
+    hydra.run.dir=/tmp/runs/first-cases
+  python3 -c "import pstats; pstats.Stats('/tmp/first-cases.prof').sort_stats('cumulative').print_stats(60); pstats.Stats('/tmp/first-cases.prof').sort_stats('tottime').print_stats(25)" \
+    > "$OUT/first-cases.txt" 2>&1
+fi
 
 # 5. (EXHAUSTIVE_S=0 leaves it out.) Exhaustive beside fast at the large cases, in the warm run's cache (entries are kept per search).
 LARGE=("op=rmsnorm" "impl=triton" "dtype=[fp32,bf16]" "shapes=[[32768,4096],[16384,8192],[8192,16384]]" tracking=none)
