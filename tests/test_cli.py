@@ -206,14 +206,23 @@ def test_every_command_starts_through_the_guarded_entry(monkeypatch):
     import tomllib
     from harness import entry
     started = []
-    monkeypatch.setattr(entry, "start", lambda command, module: started.append((command, module)))
+    monkeypatch.setattr(entry, "start", lambda command, module: started.append((command, module)) or 7)
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     for command, target in scripts.items():
         module, _, name = target.partition(":")
         assert module == "harness.entry", command
-        getattr(entry, name)()
+        assert getattr(entry, name)() == 7, f"{command} drops its main's exit code"
         assert started[-1][0] == command
         assert callable(importlib.import_module(started[-1][1]).main), command
+
+
+def test_a_command_exits_with_what_its_main_returns(tmp_path, monkeypatch):
+    """The console script does sys.exit(entry.<command>()): main's 2 for a bad argument, or
+    harness-compare's 1 for a regression, must come back through start."""
+    from harness import entry
+    (tmp_path / "returns_three.py").write_text("def main():\n    return 3\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert entry.start("harness-x", "returns_three") == 3
 
 
 @pytest.mark.parametrize("key,value,message", [
