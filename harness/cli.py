@@ -97,7 +97,16 @@ def seed_of(cfg: DictConfig) -> int | None:
         return None
     if isinstance(value, bool) or not str(value).strip().lstrip("-").isdigit():
         raise ConfigError(f"seed={value!r}: give a whole number (e.g. seed=1234), or seed=null for a fresh one")
+    # torch.Generator takes a 64-bit seed, and each case's input sets add up to ~1100 to it
+    # (runner.py): a signed 64-bit base keeps every one of them in range, where a larger one
+    # made every case an ERROR record ("Overflow when unpacking long long") and exit 0.
+    if not SEED_MIN <= int(value) <= SEED_MAX:
+        raise ConfigError(f"seed={value}: give a whole number from {SEED_MIN} to {SEED_MAX} (a signed 64-bit "
+                          "integer), or seed=null for a fresh one")
     return int(value)
+
+
+SEED_MIN, SEED_MAX = -2**63, 2**63 - 1
 
 
 def case_timeout_of(cfg: DictConfig) -> float:

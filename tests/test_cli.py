@@ -148,6 +148,7 @@ def test_the_key_check_names_what_it_refuses(argv, message):
     (["op=[rmsnorm,sofmax]"], 2, "unknown op 'sofmax' (did you mean 'softmax'?)"),
     ([], 2, "no op given; add op=<name>"),
     (["op=rmsnorm", "seed=abc"], 2, "seed='abc': give a whole number"),
+    (["op=rmsnorm", "seed=99999999999999999999999"], 2, "seed=99999999999999999999999: give a whole number from"),
     (["op=rmsnorm", "case_timeout_s=-1"], 2, "case_timeout_s=-1: give the seconds a case may take"),
     (["op=rmsnorm", "case_timeout_s=soon"], 2, "case_timeout_s='soon'"),
     (["op=rmsnorm", "impl=trition"], 2, "unknown impl 'trition' (did you mean 'triton'?)"),
