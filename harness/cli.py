@@ -34,6 +34,7 @@ from harness.runner import CaseSpec, Runner, Settings, base_record
 from harness.sinks import console
 from harness.sinks.jsonl import JsonlSink
 from harness.sinks.mlflow import explain as explain_tracking
+from harness.sinks.mlflow import uri_problem as tracking_uri_problem
 from harness.timing import TimingBudget
 
 LIST_KEYS = ("op", "impl", "variant", "dtype")   # op: a list selects several configs of the group
@@ -142,6 +143,9 @@ def check_values(cfg: DictConfig) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or value == float("inf"):
         raise ConfigError(f"roof.max_age_s={value!r}: give the seconds a measured roof is reused, a number >= 0 "
                           "(default 86400; 0 measures it again each run)")
+    if cfg.tracking.enabled and cfg.tracking.uri and (problem := tracking_uri_problem(str(cfg.tracking.uri))):
+        raise ConfigError(f"tracking.uri: {problem}, or tracking=none (the tracking config's default comes from "
+                          "$MLFLOW_TRACKING_URI where it is set)")
 
 
 def run(cfg: DictConfig) -> int:

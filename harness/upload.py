@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from harness.sinks import jsonl
-from harness.sinks.mlflow import TrackingUnavailable, upload
+from harness.sinks.mlflow import TrackingUnavailable, upload, uri_problem
 
 
 def find_files(paths: list[str]) -> list[Path]:
@@ -39,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="log invocations under this run (the nightly job's run)")
     ap.add_argument("--group", default=None, help="tag the runs with this group (the nightly job: nightly)")
     args = ap.parse_args(argv)
+    if problem := uri_problem(args.tracking_uri):
+        print(f"harness-upload: error: --tracking-uri: {problem}", file=sys.stderr)
+        return 2
     try:
         files = find_files(args.paths)
     except FileNotFoundError as e:

@@ -156,6 +156,7 @@ def test_the_key_check_names_what_it_refuses(argv, message):
     (["op=rmsnorm", "variant=atomic"], 2, "unknown variant 'atomic'"),
     (["op=rmsnorm", "sweep=huge"], 2, "unknown sweep 'huge'; valid: auto, default, full, smoke"),
     (["op=rmsnorm", "tracking=cloud"], 2, "unknown tracking 'cloud'"),
+    (["op=rmsnorm", "tracking=local", "tracking.uri=garbage"], 2, "tracking.uri: 'garbage' is not an MLflow tracking URI"),
     (["op=rmsnorm", "shapes=[[0,4096]]"], 2, "empty or negative"),
     (["op=rmsnorm", "shapes=[[-3,4096]]"], 2, "empty or negative"),
     (["op=rmsnorm", "shapes=[[4096]]"], 2, "takes 2-D shapes"),

@@ -208,6 +208,20 @@ def test_upload_command_after_an_outage(tmp_path, capsys):
     assert upload_main([str(tmp_path / "nope"), "--tracking-uri", uri]) == 2
 
 
+@pytest.mark.parametrize("uri,ok", [("sqlite:///mlflow.db", True), ("http://mlflow:5000", True),
+                                    ("postgresql+psycopg2://u@h/db", True), ("garbage", False),
+                                    ("://", False), ("localhost:5000", False), ("./mlruns", False)])
+def test_a_tracking_uri_mlflow_has_no_store_for_is_named(tmp_path, capsys, monkeypatch, uri, ok):
+    """MLflow 3 refuses a path (its file store) and knows no 'localhost:' scheme: upload gave
+    a traceback for them; now exit 2 with the URI and what to give."""
+    from harness.sinks.mlflow import uri_problem
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    assert (uri_problem(uri) is None) == ok, uri_problem(uri)
+    if not ok:
+        assert upload_main([str(tmp_path), "--tracking-uri", uri]) == 2
+        assert f"--tracking-uri: {uri!r} is not an MLflow tracking URI" in capsys.readouterr().err
+
+
 def test_upload_names_an_unreadable_file_and_uploads_the_others(tmp_path, capsys):
     """A results file that cannot be read stopped the upload there, the files after it not
     sent; now it is named, every other file is uploaded, and the exit status is 2."""
