@@ -165,6 +165,7 @@ def build(cfg, device: torch.device) -> Plan:
 
     mem = memory_bytes(device)
     cases: list[CaseSpec] = []
+    not_loaded: dict[str, str] = {}   # impls not imported here, whose variants are not known
     for op_name in op_names:
         spec_cls = all_ops[op_name]
         opcfg = selected[op_name] or {}
@@ -206,6 +207,7 @@ def build(cfg, device: torch.device) -> Plan:
             known_variants.add(i.variant)
         for name in unusable:   # unknown variants: one record per impl and dtype/shape
             variants_of[name] = [registry.NO_VARIANT]
+        not_loaded.update(unusable)
 
         # Shape-major: every impl and variant of one (dtype, shape) runs back to back, so
         # that what is compared is measured seconds apart, not a sweep apart (a 5 us
@@ -227,7 +229,12 @@ def build(cfg, device: torch.device) -> Plan:
                     cases.append(CaseSpec(op_name, name, variant, dtype, shape, params, skip))
     for v in ([] if take_all_variants else variant_names):
         if v not in known_variants:
-            raise unknown("variant", v, ["all", *sorted(known_variants)])
+            # The variants of an impl that cannot run here are not known (its module is not
+            # imported): say so, or variant=block_per_row on a CPU reads as a typo.
+            unlisted = "" if not not_loaded else (
+                f" (not listed: the variants of {', '.join(sorted(not_loaded))}, which cannot run on {device}; "
+                f"impl={','.join(sorted(not_loaded))} says why)")
+            raise ConfigError(f"{unknown('variant', v, ['all', *sorted(known_variants)])}{unlisted}")
     if not cases:
         raise ConfigError(f"nothing to run: no impl of {', '.join(op_names)} has variant "
                           f"{', '.join(variant_names)}")
