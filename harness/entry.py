@@ -4,9 +4,11 @@ would otherwise be an import's traceback. Nothing heavy is imported here."""
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 INTERRUPTED_EXIT = 130   # the shell's code for a process ended by SIGINT (128 + 2)
+BROKEN_PIPE_EXIT = 141   # and by SIGPIPE (128 + 13), which Python turns into BrokenPipeError
 
 
 def start(command: str, module: str) -> int | None:
@@ -19,7 +21,14 @@ def start(command: str, module: str) -> int | None:
     except KeyboardInterrupt:
         print(f"{command}: interrupted (SIGINT) while starting: nothing was run", file=sys.stderr)
         sys.exit(INTERRUPTED_EXIT)
-    return main()
+    try:
+        return main()
+    except BrokenPipeError:
+        # The reader of the output left (`harness-compare A B | head`): what it read was
+        # printed, and the rest has nowhere to go. Python's shutdown would flush stdout into
+        # the closed pipe again and print a second traceback: stdout goes to /dev/null first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return BROKEN_PIPE_EXIT
 
 
 def harness() -> int | None: return start("harness", "harness.cli")

@@ -204,6 +204,19 @@ def test_a_sigint_while_a_command_imports_is_a_line_and_exit_130(tmp_path):
     assert err == "harness: interrupted (SIGINT) while starting: nothing was run\n"
 
 
+def test_a_reader_that_leaves_early_costs_no_traceback(tmp_path):
+    """`harness-compare A B | head`: the rest of the output has nowhere to go; exit 141, quietly."""
+    (tmp_path / "loud.py").write_text("def main():\n    for i in range(10**6):\n        print('line', i)\n")
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from harness import entry; "
+                             "sys.exit(entry.start('harness-x', 'loud'))"],
+                            cwd=ROOT, env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "line 0\n"
+    proc.stdout.close()
+    assert proc.wait(timeout=20) == 141
+    assert proc.stderr.read() == ""
+
+
 def test_every_command_starts_through_the_guarded_entry(monkeypatch):
     import importlib
     import tomllib
