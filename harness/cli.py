@@ -174,6 +174,8 @@ def run(cfg: DictConfig) -> int:
     n = len(the_plan.cases)
     print(f"harness: {n} cases ({len(the_plan.runnable)} to run) on {device}, sweep={the_plan.sweep}, "
           f"seed={seed}, results -> {jsonl.path}", flush=True)
+    if slow := planning.slow_on_cpu(the_plan):
+        print(f"harness: sweep={the_plan.sweep} on {device}: {slow}", flush=True)
     runner = None
     cut_tracker = None   # the MLflow logger a second SIGINT stopped: it still ends the runs it began
     records: list[Record] = []

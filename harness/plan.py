@@ -279,6 +279,27 @@ def builds_last(cases: list[CaseSpec], warming: set[str]) -> list[CaseSpec]:
     return out
 
 
+# On a CPU a case of this many bytes moved takes minutes (its checks, 5-20 repeated launches
+# and the float64 reference in the full sweep): rmsnorm fp32 32768x4096 (1 GiB) had not
+# finished after 4 min on CI's 2-core machine, and each sweep holds several such cases per dtype.
+CPU_SLOW_BYTES = 256 << 20
+
+
+def slow_on_cpu(plan: Plan) -> str | None:
+    """What a CPU run of GPU-sized shapes (sweep=default or full, or shapes= given so) will
+    cost, said before it starts; None on a GPU or where every case is small."""
+    if plan.device.type == "cuda":
+        return None
+    ops = registry.ops()
+    sizes = [sum(ops[c.op](**c.params).bytes_moved(c.shape, DTYPES[c.dtype])) for c in plan.runnable]
+    slow = sum(1 for b in sizes if b >= CPU_SLOW_BYTES)
+    if not slow:
+        return None
+    return (f"{slow} of the {len(sizes)} cases to run move {CPU_SLOW_BYTES >> 20} MiB or more (up to "
+            f"{max(sizes) / 2**20:.0f} MiB): on a CPU each takes minutes, the run may take hours; sweep=smoke "
+            f"(the CPU's default) or shapes=[[...]] checks correctness in seconds")
+
+
 def _too_big_to_interpret(spec, shape, dtype: str) -> str | None:
     r, w = spec.bytes_moved(shape, DTYPES[dtype])
     if r + w <= INTERPRETER_MAX_BYTES:

@@ -370,6 +370,21 @@ def test_interpreted_impls_skip_shapes_too_large_to_interpret(tmp_path):
     assert recs[50000000]["status"] == "skipped" and "too large for an interpreter" in recs[50000000]["reason"]
 
 
+def test_gpu_sized_shapes_on_a_cpu_are_said_to_take_minutes_before_they_start():
+    """sweep=full on a CPU ran for hours without a word (one 1 GiB case: over 4 minutes)."""
+    from harness import plan as planning
+    from harness.runner import CaseSpec
+
+    def case(shape, skip=None):
+        return CaseSpec("rmsnorm", "eager", "-", "float32", shape, {"eps": 1e-6}, skip)
+    cpu = torch.device("cpu")
+    note = planning.slow_on_cpu(planning.Plan(cpu, "full", [case((4, 4096)), case((32768, 4096)),
+                                                             case((65536, 4096), skip="too large")]))
+    assert note.startswith("1 of the 2 cases to run move 256 MiB or more (up to 1024 MiB)"), note
+    assert planning.slow_on_cpu(planning.Plan(cpu, "smoke", [case((4, 4096))])) is None
+    assert planning.slow_on_cpu(planning.Plan(torch.device("cuda"), "full", [case((32768, 4096))])) is None
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU's choice")
 def test_sweep_auto_takes_the_smoke_shapes_on_a_cpu(tmp_path):
     proc = harness(tmp_path, "op=scale", "impl=eager", "dtype=fp32", "tracking=none", "isolate=false")
