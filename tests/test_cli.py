@@ -86,6 +86,24 @@ def test_multirun_sweeps_over_ops(tmp_path):
     assert "copy · float32 · cpu" in combined and "scale · float32 · cpu" in combined
 
 
+def test_two_runs_started_in_one_second_get_a_folder_each(tmp_path, monkeypatch):
+    """outputs/<date>/<time> was shared by runs started within a second: one results.jsonl
+    with both, the table and report of the last to finish."""
+    from omegaconf import OmegaConf
+
+    from harness import multirun
+    base = str(tmp_path / "outputs" / "2026-12-05" / "08-00-00")
+    monkeypatch.setattr(multirun, "_run_dir", None)
+    cfg = OmegaConf.create({"dir": "${harness_run_dir:" + base + "}"})
+    assert cfg.dir == base and cfg.dir == base   # one claim per process, however often resolved
+    monkeypatch.setattr(multirun, "_run_dir", None)   # another run's process
+    assert multirun.run_dir(base) == base + "-2"
+    monkeypatch.setattr(multirun, "_run_dir", None)
+    assert multirun.run_dir(base) == base + "-3"
+    assert sorted(p.name for p in (tmp_path / "outputs" / "2026-12-05").iterdir()) == ["08-00-00", "08-00-00-2",
+                                                                                        "08-00-00-3"]
+
+
 def test_a_job_folder_is_a_safe_name_of_what_the_sweep_varies(monkeypatch):
     from harness import multirun
     monkeypatch.setattr(multirun, "_task_overrides", lambda: ["op=copy", "impl=eager", "tracking.uri=http://h:5000/x"])
