@@ -13,6 +13,7 @@ import os
 import sys
 from pathlib import Path
 
+from harness import results
 from harness.sinks import jsonl
 from harness.sinks.mlflow import TrackingUnavailable, upload, uri_problem
 
@@ -54,7 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     unreadable = []   # one bad file must not keep the others' records from the server
     for f in files:
         try:
-            records = jsonl.read(f)
+            # the cases only: a published results file (docs/results/<gpu>.jsonl) also holds
+            # devtools/first-run's rows, which are no records (harness-results' rule)
+            records, _ = results.read(f)
         except jsonl.BadResults as e:
             print(f"harness-upload: error: {e}; left out, the other files are uploaded", file=sys.stderr)
             unreadable.append(f)

@@ -206,6 +206,13 @@ def test_upload_command_after_an_outage(tmp_path, capsys):
     assert upload_main([str(path), "--tracking-uri", uri]) == 0
     assert "0 uploaded, 4 already there" in capsys.readouterr().out
     assert upload_main([str(tmp_path / "nope"), "--tracking-uri", uri]) == 2
+    # a published results file's devtools/first-run rows are no records: its cases are uploaded
+    published = tmp_path / "pub" / "h200.jsonl"
+    published.parent.mkdir()
+    published.write_text(path.read_text() + json.dumps({"kind": "first_run", "op": "copy", "phase": "cold",
+                                                        "seconds": 9.0, "gpu": "NVIDIA H200"}) + "\n")
+    assert upload_main([str(published), "--tracking-uri", uri]) == 0
+    assert "0 uploaded, 4 already there" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("uri,ok", [("sqlite:///mlflow.db", True), ("http://mlflow:5000", True),
