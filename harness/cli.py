@@ -154,6 +154,9 @@ def run(cfg: DictConfig) -> int:
     processes = processes_of(cfg)
     given_seed = seed_of(cfg)
     case_timeout_of(cfg)
+    if not cfg.isolate:   # no worker to kill: a hang held the run past case_timeout_s, unsaid
+        print("harness: isolate=false: the cases run in this process, so case_timeout_s is not enforced and a "
+              "crash or hang ends the run (the records before it stay in results.jsonl)", file=sys.stderr)
     planning.resolve_sweep(cfg, device)
     the_plan = planning.build(cfg, device)
     provenance.pin_source_tree()   # once, for every worker: the sources as the run began

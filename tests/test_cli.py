@@ -408,6 +408,7 @@ def test_sweep_auto_takes_the_smoke_shapes_on_a_cpu(tmp_path):
     proc = harness(tmp_path, "op=scale", "impl=eager", "dtype=fp32", "tracking=none", "isolate=false")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "sweep=auto chose the smoke sweep" in proc.stdout
+    assert "isolate=false: the cases run in this process, so case_timeout_s is not enforced" in proc.stderr
     assert [r["shape"] for r in results(tmp_path)] == [[7], [1000], [4099]]
 
 
