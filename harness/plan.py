@@ -187,7 +187,12 @@ def build(cfg, device: torch.device) -> Plan:
         try:
             shapes = [spec.validate_shape(s) for s in shapes]
         except ValueError as e:
-            raise ConfigError(f"{e}" + ("" if user_shapes is None else " (from shapes=...)")) from None
+            ranks = {all_ops[o].ndim for o in op_names}
+            mixed = "" if user_shapes is None or len(ranks) == 1 else (
+                "; shapes= applies to every op given, and these take " + " and ".join(
+                    f"{n}-D ({', '.join(o for o in op_names if all_ops[o].ndim == n)})" for n in sorted(ranks))
+                + ": run each rank apart")
+            raise ConfigError(f"{e}" + ("" if user_shapes is None else " (from shapes=...)") + mixed) from None
 
         wanted = modules[op_name] if take_all else [n for n in impl_names if n in modules[op_name]]
         usable, unusable = [], {}

@@ -179,6 +179,8 @@ def test_the_key_check_names_what_it_refuses(argv, message):
     (["op=rmsnorm", "shapes=[[0,4096]]"], 2, "empty or negative"),
     (["op=rmsnorm", "shapes=[[-3,4096]]"], 2, "empty or negative"),
     (["op=rmsnorm", "shapes=[[4096]]"], 2, "takes 2-D shapes"),
+    (["op=[copy,rmsnorm]", "shapes=[[7,33]]"], 2, "shapes= applies to every op given, and these take 1-D (copy) "
+                                                 "and 2-D (rmsnorm): run each rank apart"),
     (["op=copy", "shapes=[[4000000000000]]"], 2, "choose smaller shapes"),
     (["op=rmsnorm", "shapes=banana"], 2, "give a list of shapes"),
     (["op=rmsnorm", "device=tpu"], 2, "unknown device 'tpu'"),
