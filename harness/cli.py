@@ -143,13 +143,20 @@ def check_values(cfg: DictConfig) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or value == float("inf"):
         raise ConfigError(f"roof.max_age_s={value!r}: give the seconds a measured roof is reused, a number >= 0 "
                           "(default 86400; 0 measures it again each run)")
-    if cfg.tracking.enabled and cfg.tracking.uri and (problem := tracking_uri_problem(str(cfg.tracking.uri))):
+
+
+def check_tracking_uri(cfg: DictConfig) -> None:
+    """A tracking.uri MLflow has no store for, refused before any case (it ran every case, then
+    printed an upload command that could never work)."""
+    uri = OmegaConf.select(cfg, "tracking.uri") if OmegaConf.select(cfg, "tracking.enabled") else None
+    if uri and (problem := tracking_uri_problem(str(uri))):
         raise ConfigError(f"tracking.uri: {problem}, or tracking=none (the tracking config's default comes from "
                           "$MLFLOW_TRACKING_URI where it is set)")
 
 
 def run(cfg: DictConfig) -> int:
     check_values(cfg)
+    check_tracking_uri(cfg)
     device = devices.resolve(cfg.device)
     processes = processes_of(cfg)
     given_seed = seed_of(cfg)
