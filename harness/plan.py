@@ -33,8 +33,10 @@ def resolve_sweep(cfg, device: torch.device) -> None:
     chosen = "default" if device.type == "cuda" else "smoke"
     with open_dict(cfg):
         cfg.sweep = OmegaConf.load(CONF_DIR / "sweep" / f"{chosen}.yaml")
-    if device.type != "cuda":
-        print(f"harness: sweep=auto chose the {chosen} sweep on {device} (sweep=default runs the GPU-sized shapes)")
+    if device.type != "cuda":   # shapes= replaces the sweep's shapes: then only its sampling is chosen
+        print(f"harness: sweep=auto chose the {chosen} sweep on {device} "
+              + ("(its sampling; your shapes= replace its shapes)" if cfg.get("shapes") is not None
+                 else "(sweep=default runs the GPU-sized shapes)"))
 # Bytes a case needs besides its inputs and output, per output element: the float64
 # reference, error terms and masks of the checks, and the determinism bit copies.
 CHECK_BYTES_PER_OUTPUT = 8 * 8

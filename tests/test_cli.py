@@ -71,6 +71,8 @@ def test_a_variant_filter_keeps_the_impls_that_have_only_one_version(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert [(r["impl"], r["variant"], r["status"]) for r in results(tmp_path)] == \
         [("eager", "-", "ok"), ("triton", "on_chip", "ok")]
+    # on a CPU, sweep=auto's note says that the shapes given stand (it named the GPU-sized ones)
+    assert torch.cuda.is_available() or "(its sampling; your shapes= replace its shapes)" in proc.stdout
 
 
 def test_multirun_sweeps_over_ops(tmp_path):
