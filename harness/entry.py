@@ -21,12 +21,17 @@ def start(command: str, module: str) -> int | None:
     except KeyboardInterrupt:
         print(f"{command}: interrupted (SIGINT) while starting: nothing was run", file=sys.stderr)
         sys.exit(INTERRUPTED_EXIT)
+    return run_main(main)
+
+
+def run_main(main) -> int | None:
+    """``main()``'s exit code; BROKEN_PIPE_EXIT, quietly, where the reader of the output left
+    (`harness-compare A B | head`, `scripts/summarize ... | head`): what it read was printed,
+    and the rest has nowhere to go. Python's shutdown would flush stdout into the closed pipe
+    again and print a second traceback: stdout goes to /dev/null first."""
     try:
         return main()
     except BrokenPipeError:
-        # The reader of the output left (`harness-compare A B | head`): what it read was
-        # printed, and the rest has nowhere to go. Python's shutdown would flush stdout into
-        # the closed pipe again and print a second traceback: stdout goes to /dev/null first.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return BROKEN_PIPE_EXIT
 

@@ -200,3 +200,17 @@ def test_a_missing_or_corrupt_file_is_a_line_naming_it_not_a_traceback(tmp_path)
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and f"{cut}, line 2: cut short" in proc.stderr, proc.stderr
     assert "triton" in proc.stdout, proc.stdout
+
+
+def test_a_reader_that_leaves_early_costs_no_traceback(tmp_path):
+    """`scripts/summarize docs/results/h200.jsonl | head`: exit 141, nothing on stderr."""
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for n in range(1, 1500)
+                            for r in (rec("triton", 50, shape=(n, 4096), role="ours"),
+                                      rec("eager", 25, shape=(n, 4096), role="peer"))))
+    proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "summarize"), str(path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().startswith("| op |")
+    proc.stdout.close()
+    assert proc.wait(timeout=60) == 141
+    assert proc.stderr.read() == ""
