@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import shutil
@@ -497,12 +498,38 @@ def help_text() -> str:
     return "\n".join(lines)
 
 
+RUN_FOLDER_KEYS = ("hydra.run.dir", "hydra.sweep.dir")
+
+
+def check_run_folders(argv: list[str]) -> None:
+    """A run folder given on the command line that cannot be made is a ConfigError naming it:
+    Hydra's mkdir gave a traceback, exit 1. Tried by making a folder in its nearest existing
+    ancestor and removing it (nothing is left: a command line Hydra refuses leaves no folder;
+    root's access() would pass /proc). A folder with an interpolation is left to Hydra."""
+    import tempfile
+    for arg in argv:
+        key, eq, value = arg.partition("=")
+        if key.lstrip("+~") not in RUN_FOLDER_KEYS or not eq or not value or "${" in value:
+            continue
+        there = Path(value).absolute()
+        while not there.exists() and there != there.parent:
+            there = there.parent
+        try:
+            if there == Path(value).absolute() and there.is_dir():
+                continue   # it is there already
+            os.rmdir(tempfile.mkdtemp(dir=there, prefix=".harness-probe-"))
+        except OSError as e:
+            raise ConfigError(f"{key}={value}: the run's folder cannot be made in {there} ({type(e).__name__}: "
+                              f"{e.strerror or e}); give a folder you can write") from None
+
+
 def main() -> None:
     if any(a in ("--help", "-h") for a in sys.argv[1:]):
         print(help_text())
         sys.exit(0)
     try:
         keys.check(sys.argv[1:], planning.CONF_DIR)
+        check_run_folders(sys.argv[1:])
     except ConfigError as e:
         print(f"harness: error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -106,6 +106,18 @@ def test_two_runs_started_in_one_second_get_a_folder_each(tmp_path, monkeypatch)
                                                                                         "08-00-00-3"]
 
 
+def test_a_run_folder_that_cannot_be_made_is_named(tmp_path):
+    from harness import cli
+    from harness.errors import ConfigError
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(ConfigError, match=re.escape(f"hydra.run.dir={tmp_path}/a-file/run: the run's folder cannot "
+                                                    f"be made in {tmp_path}/a-file (NotADirectoryError")):
+        cli.check_run_folders(["op=copy", f"hydra.run.dir={tmp_path}/a-file/run"])
+    cli.check_run_folders([f"hydra.sweep.dir={tmp_path}/multi/a", f"hydra.run.dir={tmp_path}/out/${{now:%H}}",
+                           f"hydra.run.dir={tmp_path}"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]   # nothing made
+
+
 def test_a_job_folder_is_a_safe_name_of_what_the_sweep_varies(monkeypatch):
     from harness import multirun
     monkeypatch.setattr(multirun, "_task_overrides", lambda: ["op=copy", "impl=eager", "tracking.uri=http://h:5000/x"])
