@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import shutil
@@ -34,6 +35,7 @@ from harness.runner import CaseSpec, Runner, Settings, base_record
 from harness.sinks import console
 from harness.sinks.jsonl import JsonlSink
 from harness.sinks.mlflow import explain as explain_tracking
+from harness.sinks.mlflow import uri_problem as tracking_uri_problem
 from harness.timing import TimingBudget
 
 LIST_KEYS = ("op", "impl", "variant", "dtype")   # op: a list selects several configs of the group
@@ -97,7 +99,16 @@ def seed_of(cfg: DictConfig) -> int | None:
         return None
     if isinstance(value, bool) or not str(value).strip().lstrip("-").isdigit():
         raise ConfigError(f"seed={value!r}: give a whole number (e.g. seed=1234), or seed=null for a fresh one")
+    # torch.Generator takes a 64-bit seed, and each case's input sets add up to ~1100 to it
+    # (runner.py): a signed 64-bit base keeps every one of them in range, where a larger one
+    # made every case an ERROR record ("Overflow when unpacking long long") and exit 0.
+    if not SEED_MIN <= int(value) <= SEED_MAX:
+        raise ConfigError(f"seed={value}: give a whole number from {SEED_MIN} to {SEED_MAX} (a signed 64-bit "
+                          "integer), or seed=null for a fresh one")
     return int(value)
+
+
+SEED_MIN, SEED_MAX = -2**63, 2**63 - 1
 
 
 def case_timeout_of(cfg: DictConfig) -> float:
@@ -135,12 +146,25 @@ def check_values(cfg: DictConfig) -> None:
                           "(default 86400; 0 measures it again each run)")
 
 
+def check_tracking_uri(cfg: DictConfig) -> None:
+    """A tracking.uri MLflow has no store for, refused before any case (it ran every case, then
+    printed an upload command that could never work)."""
+    uri = OmegaConf.select(cfg, "tracking.uri") if OmegaConf.select(cfg, "tracking.enabled") else None
+    if uri and (problem := tracking_uri_problem(str(uri))):
+        raise ConfigError(f"tracking.uri: {problem}, or tracking=none (the tracking config's default comes from "
+                          "$MLFLOW_TRACKING_URI where it is set)")
+
+
 def run(cfg: DictConfig) -> int:
     check_values(cfg)
+    check_tracking_uri(cfg)
     device = devices.resolve(cfg.device)
     processes = processes_of(cfg)
     given_seed = seed_of(cfg)
     case_timeout_of(cfg)
+    if not cfg.isolate:   # no worker to kill: a hang held the run past case_timeout_s, unsaid
+        print("harness: isolate=false: the cases run in this process, so case_timeout_s is not enforced and a "
+              "crash or hang ends the run (the records before it stay in results.jsonl)", file=sys.stderr)
     planning.resolve_sweep(cfg, device)
     the_plan = planning.build(cfg, device)
     provenance.pin_source_tree()   # once, for every worker: the sources as the run began
@@ -161,6 +185,8 @@ def run(cfg: DictConfig) -> int:
     n = len(the_plan.cases)
     print(f"harness: {n} cases ({len(the_plan.runnable)} to run) on {device}, sweep={the_plan.sweep}, "
           f"seed={seed}, results -> {jsonl.path}", flush=True)
+    if slow := planning.slow_on_cpu(the_plan):
+        print(f"harness: sweep={the_plan.sweep} on {device}: {slow}", flush=True)
     runner = None
     cut_tracker = None   # the MLflow logger a second SIGINT stopped: it still ends the runs it began
     records: list[Record] = []
@@ -472,12 +498,38 @@ def help_text() -> str:
     return "\n".join(lines)
 
 
+RUN_FOLDER_KEYS = ("hydra.run.dir", "hydra.sweep.dir")
+
+
+def check_run_folders(argv: list[str]) -> None:
+    """A run folder given on the command line that cannot be made is a ConfigError naming it:
+    Hydra's mkdir gave a traceback, exit 1. Tried by making a folder in its nearest existing
+    ancestor and removing it (nothing is left: a command line Hydra refuses leaves no folder;
+    root's access() would pass /proc). A folder with an interpolation is left to Hydra."""
+    import tempfile
+    for arg in argv:
+        key, eq, value = arg.partition("=")
+        if key.lstrip("+~") not in RUN_FOLDER_KEYS or not eq or not value or "${" in value:
+            continue
+        there = Path(value).absolute()
+        while not there.exists() and there != there.parent:
+            there = there.parent
+        try:
+            if there == Path(value).absolute() and there.is_dir():
+                continue   # it is there already
+            os.rmdir(tempfile.mkdtemp(dir=there, prefix=".harness-probe-"))
+        except OSError as e:
+            raise ConfigError(f"{key}={value}: the run's folder cannot be made in {there} ({type(e).__name__}: "
+                              f"{e.strerror or e}); give a folder you can write") from None
+
+
 def main() -> None:
     if any(a in ("--help", "-h") for a in sys.argv[1:]):
         print(help_text())
         sys.exit(0)
     try:
         keys.check(sys.argv[1:], planning.CONF_DIR)
+        check_run_folders(sys.argv[1:])
     except ConfigError as e:
         print(f"harness: error: {e}", file=sys.stderr)
         sys.exit(2)

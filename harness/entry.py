@@ -4,27 +4,43 @@ would otherwise be an import's traceback. Nothing heavy is imported here."""
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 INTERRUPTED_EXIT = 130   # the shell's code for a process ended by SIGINT (128 + 2)
+BROKEN_PIPE_EXIT = 141   # and by SIGPIPE (128 + 13), which Python turns into BrokenPipeError
 
 
-def start(command: str, module: str) -> None:
-    """Import ``module`` and call its ``main``; a SIGINT during the import is one line and
-    exit 130 (from ``main`` on, each command handles its own)."""
+def start(command: str, module: str) -> int | None:
+    """Import ``module`` and call its ``main``, returning what it returns: the console script
+    exits with it (``sys.exit(harness_report())``), so a command's exit code (2 for a bad
+    argument, harness-compare's 1 for a regression) reaches the shell. A SIGINT during the
+    import is one line and exit 130 (from ``main`` on, each command handles its own)."""
     try:
         main = importlib.import_module(module).main
     except KeyboardInterrupt:
         print(f"{command}: interrupted (SIGINT) while starting: nothing was run", file=sys.stderr)
         sys.exit(INTERRUPTED_EXIT)
-    main()
+    return run_main(main)
 
 
-def harness() -> None: start("harness", "harness.cli")
-def upload() -> None: start("harness-upload", "harness.upload")
-def nightly() -> None: start("harness-nightly", "harness.nightly")
-def nvbench() -> None: start("harness-nvbench", "harness.nvbench")
-def faults() -> None: start("harness-faults", "harness.faultsuite")
-def compare() -> None: start("harness-compare", "harness.compare")
-def report() -> None: start("harness-report", "harness.report")
-def results() -> None: start("harness-results", "harness.results")
+def run_main(main) -> int | None:
+    """``main()``'s exit code; BROKEN_PIPE_EXIT, quietly, where the reader of the output left
+    (`harness-compare A B | head`, `scripts/summarize ... | head`): what it read was printed,
+    and the rest has nowhere to go. Python's shutdown would flush stdout into the closed pipe
+    again and print a second traceback: stdout goes to /dev/null first."""
+    try:
+        return main()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return BROKEN_PIPE_EXIT
+
+
+def harness() -> int | None: return start("harness", "harness.cli")
+def upload() -> int | None: return start("harness-upload", "harness.upload")
+def nightly() -> int | None: return start("harness-nightly", "harness.nightly")
+def nvbench() -> int | None: return start("harness-nvbench", "harness.nvbench")
+def faults() -> int | None: return start("harness-faults", "harness.faultsuite")
+def compare() -> int | None: return start("harness-compare", "harness.compare")
+def report() -> int | None: return start("harness-report", "harness.report")
+def results() -> int | None: return start("harness-results", "harness.results")

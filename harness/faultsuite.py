@@ -147,20 +147,24 @@ def render(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+PROG = "harness-faults"   # the command's name in its messages (pyproject's [project.scripts])
+
+
 def parse_shape(text: str) -> tuple[int, ...]:
+    """ROWSxCOLS; a ValueError naming what is wrong (main: exit 2)."""
     try:
         shape = tuple(int(n) for n in text.lower().split("x"))
     except ValueError:
-        raise SystemExit(f"fault-suite: --shape {text!r} is not ROWSxCOLS (e.g. 64x1000)") from None
+        raise ValueError(f"--shape {text!r} is not ROWSxCOLS (e.g. 64x1000)") from None
     if len(shape) != 2 or min(shape) < 1:
-        raise SystemExit(f"fault-suite: --shape {text!r}: give ROWSxCOLS (a 1-D op takes ROWS*COLS elements)")
+        raise ValueError(f"--shape {text!r}: give ROWSxCOLS (a 1-D op takes ROWS*COLS elements)")
     return shape
 
 
 def main(argv: list[str] | None = None) -> int:
     from harness import device as devices
     from harness.errors import ConfigError
-    p = argparse.ArgumentParser(prog="fault-suite", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     p.add_argument("--shape", default=None, help="ROWSxCOLS (default 64x1000 on a CPU, 32768x4096 on a GPU)")
     p.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
@@ -173,10 +177,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         dev = devices.resolve(a.device)
     except ConfigError as e:
-        print(f"fault-suite: {e}", file=sys.stderr)
+        print(f"{PROG}: {e}", file=sys.stderr)
         return 2
     gpu = dev.type == "cuda"
-    shape = parse_shape(a.shape or ("32768x4096" if gpu else "64x1000"))
+    try:
+        shape = parse_shape(a.shape or ("32768x4096" if gpu else "64x1000"))
+    except ValueError as e:   # a bad argument: exit 2, as every command's (it was SystemExit's 1)
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
     dtype = a.dtype or ("bfloat16" if gpu else "float32")
     honest = [h.strip() for h in a.honest.split(",")] if a.honest else None
     rows = run(dev, shape, dtype, tuple(a.plugins.split(",")), honest, a.case_timeout)

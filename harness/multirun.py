@@ -5,6 +5,8 @@ one summary of all the jobs at the end.
     multirun/<date>/<time>/1-op=scale/
     multirun/<date>/<time>/report.html       every job's records in one report (plots/ too)
 
+(A single run's folder, outputs/<date>/<time>, is claimed here too: run_dir.)
+
 A job folder is its number, then the values of the keys the sweep varies (every override
 where they are not known), with '/' replaced and the name cut to fit a file system's limit.
 """
@@ -84,7 +86,30 @@ def _top_level_comma(value: str) -> bool:
     return False
 
 
+_run_dir: str | None = None   # the folder this process's run claimed (run_dir)
+
+
+def run_dir(path: str) -> str:
+    """A single run's folder: ``path`` (outputs/<date>/<time>), or ``path-2``, ``path-3``, ...
+    where another run has it. Two runs started within one second shared a folder: one
+    results.jsonl held both, and the table, report and .hydra/ were the last writer's. The
+    folder is claimed by creating it (atomic); a process claims one, however often Hydra
+    resolves the key."""
+    global _run_dir
+    n = 1
+    while _run_dir is None:
+        candidate = path if n == 1 else f"{path}-{n}"
+        Path(candidate).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            Path(candidate).mkdir()
+            _run_dir = candidate
+        except FileExistsError:
+            n += 1
+    return _run_dir
+
+
 OmegaConf.register_new_resolver("harness_job_dir", job_dir, replace=True)
+OmegaConf.register_new_resolver("harness_run_dir", run_dir, replace=True)
 
 
 class Summary(Callback):

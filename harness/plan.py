@@ -33,8 +33,10 @@ def resolve_sweep(cfg, device: torch.device) -> None:
     chosen = "default" if device.type == "cuda" else "smoke"
     with open_dict(cfg):
         cfg.sweep = OmegaConf.load(CONF_DIR / "sweep" / f"{chosen}.yaml")
-    if device.type != "cuda":
-        print(f"harness: sweep=auto chose the {chosen} sweep on {device} (sweep=default runs the GPU-sized shapes)")
+    if device.type != "cuda":   # shapes= replaces the sweep's shapes: then only its sampling is chosen
+        print(f"harness: sweep=auto chose the {chosen} sweep on {device} "
+              + ("(its sampling; your shapes= replace its shapes)" if cfg.get("shapes") is not None
+                 else "(sweep=default runs the GPU-sized shapes)"))
 # Bytes a case needs besides its inputs and output, per output element: the float64
 # reference, error terms and masks of the checks, and the determinism bit copies.
 CHECK_BYTES_PER_OUTPUT = 8 * 8
@@ -165,6 +167,7 @@ def build(cfg, device: torch.device) -> Plan:
 
     mem = memory_bytes(device)
     cases: list[CaseSpec] = []
+    not_loaded: dict[str, str] = {}   # impls not imported here, whose variants are not known
     for op_name in op_names:
         spec_cls = all_ops[op_name]
         opcfg = selected[op_name] or {}
@@ -186,7 +189,12 @@ def build(cfg, device: torch.device) -> Plan:
         try:
             shapes = [spec.validate_shape(s) for s in shapes]
         except ValueError as e:
-            raise ConfigError(f"{e}" + ("" if user_shapes is None else " (from shapes=...)")) from None
+            ranks = {all_ops[o].ndim for o in op_names}
+            mixed = "" if user_shapes is None or len(ranks) == 1 else (
+                "; shapes= applies to every op given, and these take " + " and ".join(
+                    f"{n}-D ({', '.join(o for o in op_names if all_ops[o].ndim == n)})" for n in sorted(ranks))
+                + ": run each rank apart")
+            raise ConfigError(f"{e}" + ("" if user_shapes is None else " (from shapes=...)") + mixed) from None
 
         wanted = modules[op_name] if take_all else [n for n in impl_names if n in modules[op_name]]
         usable, unusable = [], {}
@@ -206,6 +214,7 @@ def build(cfg, device: torch.device) -> Plan:
             known_variants.add(i.variant)
         for name in unusable:   # unknown variants: one record per impl and dtype/shape
             variants_of[name] = [registry.NO_VARIANT]
+        not_loaded.update(unusable)
 
         # Shape-major: every impl and variant of one (dtype, shape) runs back to back, so
         # that what is compared is measured seconds apart, not a sweep apart (a 5 us
@@ -227,7 +236,12 @@ def build(cfg, device: torch.device) -> Plan:
                     cases.append(CaseSpec(op_name, name, variant, dtype, shape, params, skip))
     for v in ([] if take_all_variants else variant_names):
         if v not in known_variants:
-            raise unknown("variant", v, ["all", *sorted(known_variants)])
+            # The variants of an impl that cannot run here are not known (its module is not
+            # imported): say so, or variant=block_per_row on a CPU reads as a typo.
+            unlisted = "" if not not_loaded else (
+                f" (not listed: the variants of {', '.join(sorted(not_loaded))}, which cannot run on {device}; "
+                f"impl={','.join(sorted(not_loaded))} says why)")
+            raise ConfigError(f"{unknown('variant', v, ['all', *sorted(known_variants)])}{unlisted}")
     if not cases:
         raise ConfigError(f"nothing to run: no impl of {', '.join(op_names)} has variant "
                           f"{', '.join(variant_names)}")
@@ -270,6 +284,27 @@ def builds_last(cases: list[CaseSpec], warming: set[str]) -> list[CaseSpec]:
         if case is not None:
             group.append(case)
     return out
+
+
+# On a CPU a case of this many bytes moved takes minutes (its checks, 5-20 repeated launches
+# and the float64 reference in the full sweep): rmsnorm fp32 32768x4096 (1 GiB) had not
+# finished after 4 min on CI's 2-core machine, and each sweep holds several such cases per dtype.
+CPU_SLOW_BYTES = 256 << 20
+
+
+def slow_on_cpu(plan: Plan) -> str | None:
+    """What a CPU run of GPU-sized shapes (sweep=default or full, or shapes= given so) will
+    cost, said before it starts; None on a GPU or where every case is small."""
+    if plan.device.type == "cuda":
+        return None
+    ops = registry.ops()
+    sizes = [sum(ops[c.op](**c.params).bytes_moved(c.shape, DTYPES[c.dtype])) for c in plan.runnable]
+    slow = sum(1 for b in sizes if b >= CPU_SLOW_BYTES)
+    if not slow:
+        return None
+    return (f"{slow} of the {len(sizes)} cases to run move {CPU_SLOW_BYTES >> 20} MiB or more (up to "
+            f"{max(sizes) / 2**20:.0f} MiB): on a CPU each takes minutes, the run may take hours; sweep=smoke "
+            f"(the CPU's default) or shapes=[[...]] checks correctness in seconds")
 
 
 def _too_big_to_interpret(spec, shape, dtype: str) -> str | None:

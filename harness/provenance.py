@@ -167,11 +167,6 @@ def cpu_cache_bytes() -> int | None:
     return max(sizes, default=None)
 
 
-def cache_bytes(prov: dict) -> int | None:
-    """The cache a case's data can sit in between launches: the GPU's L2, or the CPU's last level."""
-    return prov.get("gpu_l2_bytes") or prov.get("cpu_cache_bytes")
-
-
 def refresh_clocks(prov: dict, device: torch.device) -> dict:
     """The clocks read now (they move with load and temperature), for a case's record."""
     if device.type != "cuda":

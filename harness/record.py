@@ -149,6 +149,13 @@ class Record:
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
+def cache_bytes(prov: dict) -> int | None:
+    """The cache a case's data can sit in between launches: the GPU's L2, or the CPU's last
+    level (read from a record's provenance; here, so that the tools reading results files
+    need no torch: devtools/first-run and scripts/summarize run under a bare python3)."""
+    return prov.get("gpu_l2_bytes") or prov.get("cpu_cache_bytes")
+
+
 def measured_something(r: Record) -> bool:
     """Whether a record says something of its impl: not a case skipped (the impl unusable
     there, or the run stopped before it) nor one an interrupt cut while it ran."""

@@ -13,8 +13,9 @@ import os
 import sys
 from pathlib import Path
 
+from harness import results
 from harness.sinks import jsonl
-from harness.sinks.mlflow import TrackingUnavailable, upload
+from harness.sinks.mlflow import TrackingUnavailable, upload, uri_problem
 
 
 def find_files(paths: list[str]) -> list[Path]:
@@ -39,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="log invocations under this run (the nightly job's run)")
     ap.add_argument("--group", default=None, help="tag the runs with this group (the nightly job: nightly)")
     args = ap.parse_args(argv)
+    if problem := uri_problem(args.tracking_uri):
+        print(f"harness-upload: error: --tracking-uri: {problem}", file=sys.stderr)
+        return 2
     try:
         files = find_files(args.paths)
     except FileNotFoundError as e:
@@ -51,7 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     unreadable = []   # one bad file must not keep the others' records from the server
     for f in files:
         try:
-            records = jsonl.read(f)
+            # the cases only: a published results file (docs/results/<gpu>.jsonl) also holds
+            # devtools/first-run's rows, which are no records (harness-results' rule)
+            records, _ = results.read(f)
         except jsonl.BadResults as e:
             print(f"harness-upload: error: {e}; left out, the other files are uploaded", file=sys.stderr)
             unreadable.append(f)

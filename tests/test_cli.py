@@ -71,6 +71,8 @@ def test_a_variant_filter_keeps_the_impls_that_have_only_one_version(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert [(r["impl"], r["variant"], r["status"]) for r in results(tmp_path)] == \
         [("eager", "-", "ok"), ("triton", "on_chip", "ok")]
+    # on a CPU, sweep=auto's note says that the shapes given stand (it named the GPU-sized ones)
+    assert torch.cuda.is_available() or "(its sampling; your shapes= replace its shapes)" in proc.stdout
 
 
 def test_multirun_sweeps_over_ops(tmp_path):
@@ -84,6 +86,36 @@ def test_multirun_sweeps_over_ops(tmp_path):
     assert "0-op=copy: 3 ok" in summary and "1-op=scale: 3 ok" in summary and "all jobs: 6 ok" in summary
     combined = (tmp_path / "multi" / "report.html").read_text()
     assert "copy · float32 · cpu" in combined and "scale · float32 · cpu" in combined
+
+
+def test_two_runs_started_in_one_second_get_a_folder_each(tmp_path, monkeypatch):
+    """outputs/<date>/<time> was shared by runs started within a second: one results.jsonl
+    with both, the table and report of the last to finish."""
+    from omegaconf import OmegaConf
+
+    from harness import multirun
+    base = str(tmp_path / "outputs" / "2026-12-05" / "08-00-00")
+    monkeypatch.setattr(multirun, "_run_dir", None)
+    cfg = OmegaConf.create({"dir": "${harness_run_dir:" + base + "}"})
+    assert cfg.dir == base and cfg.dir == base   # one claim per process, however often resolved
+    monkeypatch.setattr(multirun, "_run_dir", None)   # another run's process
+    assert multirun.run_dir(base) == base + "-2"
+    monkeypatch.setattr(multirun, "_run_dir", None)
+    assert multirun.run_dir(base) == base + "-3"
+    assert sorted(p.name for p in (tmp_path / "outputs" / "2026-12-05").iterdir()) == ["08-00-00", "08-00-00-2",
+                                                                                        "08-00-00-3"]
+
+
+def test_a_run_folder_that_cannot_be_made_is_named(tmp_path):
+    from harness import cli
+    from harness.errors import ConfigError
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(ConfigError, match=re.escape(f"hydra.run.dir={tmp_path}/a-file/run: the run's folder cannot "
+                                                    f"be made in {tmp_path}/a-file (NotADirectoryError")):
+        cli.check_run_folders(["op=copy", f"hydra.run.dir={tmp_path}/a-file/run"])
+    cli.check_run_folders([f"hydra.sweep.dir={tmp_path}/multi/a", f"hydra.run.dir={tmp_path}/out/${{now:%H}}",
+                           f"hydra.run.dir={tmp_path}"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]   # nothing made
 
 
 def test_a_job_folder_is_a_safe_name_of_what_the_sweep_varies(monkeypatch):
@@ -148,16 +180,21 @@ def test_the_key_check_names_what_it_refuses(argv, message):
     (["op=[rmsnorm,sofmax]"], 2, "unknown op 'sofmax' (did you mean 'softmax'?)"),
     ([], 2, "no op given; add op=<name>"),
     (["op=rmsnorm", "seed=abc"], 2, "seed='abc': give a whole number"),
+    (["op=rmsnorm", "seed=99999999999999999999999"], 2, "seed=99999999999999999999999: give a whole number from"),
     (["op=rmsnorm", "case_timeout_s=-1"], 2, "case_timeout_s=-1: give the seconds a case may take"),
     (["op=rmsnorm", "case_timeout_s=soon"], 2, "case_timeout_s='soon'"),
     (["op=rmsnorm", "impl=trition"], 2, "unknown impl 'trition' (did you mean 'triton'?)"),
     (["op=rmsnorm", "dtype=fp64"], 2, "unknown dtype 'fp64'"),
     (["op=rmsnorm", "variant=atomic"], 2, "unknown variant 'atomic'"),
+    (["op=rmsnorm", "variant=block_per_row", "device=cpu"], 2, "not listed: the variants of cuda, cupy"),
     (["op=rmsnorm", "sweep=huge"], 2, "unknown sweep 'huge'; valid: auto, default, full, smoke"),
     (["op=rmsnorm", "tracking=cloud"], 2, "unknown tracking 'cloud'"),
+    (["op=rmsnorm", "tracking=local", "tracking.uri=garbage"], 2, "tracking.uri: 'garbage' is not an MLflow tracking URI"),
     (["op=rmsnorm", "shapes=[[0,4096]]"], 2, "empty or negative"),
     (["op=rmsnorm", "shapes=[[-3,4096]]"], 2, "empty or negative"),
     (["op=rmsnorm", "shapes=[[4096]]"], 2, "takes 2-D shapes"),
+    (["op=[copy,rmsnorm]", "shapes=[[7,33]]"], 2, "shapes= applies to every op given, and these take 1-D (copy) "
+                                                 "and 2-D (rmsnorm): run each rank apart"),
     (["op=copy", "shapes=[[4000000000000]]"], 2, "choose smaller shapes"),
     (["op=rmsnorm", "shapes=banana"], 2, "give a list of shapes"),
     (["op=rmsnorm", "device=tpu"], 2, "unknown device 'tpu'"),
@@ -201,19 +238,41 @@ def test_a_sigint_while_a_command_imports_is_a_line_and_exit_130(tmp_path):
     assert err == "harness: interrupted (SIGINT) while starting: nothing was run\n"
 
 
+def test_a_reader_that_leaves_early_costs_no_traceback(tmp_path):
+    """`harness-compare A B | head`: the rest of the output has nowhere to go; exit 141, quietly."""
+    (tmp_path / "loud.py").write_text("def main():\n    for i in range(10**6):\n        print('line', i)\n")
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from harness import entry; "
+                             "sys.exit(entry.start('harness-x', 'loud'))"],
+                            cwd=ROOT, env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "line 0\n"
+    proc.stdout.close()
+    assert proc.wait(timeout=20) == 141
+    assert proc.stderr.read() == ""
+
+
 def test_every_command_starts_through_the_guarded_entry(monkeypatch):
     import importlib
     import tomllib
     from harness import entry
     started = []
-    monkeypatch.setattr(entry, "start", lambda command, module: started.append((command, module)))
+    monkeypatch.setattr(entry, "start", lambda command, module: started.append((command, module)) or 7)
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     for command, target in scripts.items():
         module, _, name = target.partition(":")
         assert module == "harness.entry", command
-        getattr(entry, name)()
+        assert getattr(entry, name)() == 7, f"{command} drops its main's exit code"
         assert started[-1][0] == command
         assert callable(importlib.import_module(started[-1][1]).main), command
+
+
+def test_a_command_exits_with_what_its_main_returns(tmp_path, monkeypatch):
+    """The console script does sys.exit(entry.<command>()): main's 2 for a bad argument, or
+    harness-compare's 1 for a regression, must come back through start."""
+    from harness import entry
+    (tmp_path / "returns_three.py").write_text("def main():\n    return 3\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert entry.start("harness-x", "returns_three") == 3
 
 
 @pytest.mark.parametrize("key,value,message", [
@@ -345,11 +404,27 @@ def test_interpreted_impls_skip_shapes_too_large_to_interpret(tmp_path):
     assert recs[50000000]["status"] == "skipped" and "too large for an interpreter" in recs[50000000]["reason"]
 
 
+def test_gpu_sized_shapes_on_a_cpu_are_said_to_take_minutes_before_they_start():
+    """sweep=full on a CPU ran for hours without a word (one 1 GiB case: over 4 minutes)."""
+    from harness import plan as planning
+    from harness.runner import CaseSpec
+
+    def case(shape, skip=None):
+        return CaseSpec("rmsnorm", "eager", "-", "float32", shape, {"eps": 1e-6}, skip)
+    cpu = torch.device("cpu")
+    note = planning.slow_on_cpu(planning.Plan(cpu, "full", [case((4, 4096)), case((32768, 4096)),
+                                                             case((65536, 4096), skip="too large")]))
+    assert note.startswith("1 of the 2 cases to run move 256 MiB or more (up to 1024 MiB)"), note
+    assert planning.slow_on_cpu(planning.Plan(cpu, "smoke", [case((4, 4096))])) is None
+    assert planning.slow_on_cpu(planning.Plan(torch.device("cuda"), "full", [case((32768, 4096))])) is None
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU's choice")
 def test_sweep_auto_takes_the_smoke_shapes_on_a_cpu(tmp_path):
     proc = harness(tmp_path, "op=scale", "impl=eager", "dtype=fp32", "tracking=none", "isolate=false")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "sweep=auto chose the smoke sweep" in proc.stdout
+    assert "isolate=false: the cases run in this process, so case_timeout_s is not enforced" in proc.stderr
     assert [r["shape"] for r in results(tmp_path)] == [[7], [1000], [4099]]
 
 

@@ -202,6 +202,37 @@ def test_first_runs_are_summed_per_gpu_from_the_latest_line_of_each_op_and_phase
     assert "**NVIDIA H100**" in text
 
 
+def test_the_first_run_table_needs_no_torch_and_says_when_a_file_holds_no_first_runs(tmp_path):
+    """`devtools/first-run table` runs under the shebang's python3, which on a CPU machine
+    whose harness lives in .venv has no torch (-S: no site-packages here)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    tool = Path(__file__).resolve().parent.parent / "devtools" / "first-run"
+    path = tmp_path / "first-run.jsonl"
+    path.write_text(json.dumps({"kind": "first_run", "op": "copy", "phase": "cold", "seconds": 12.0, "cut": False,
+                                "cases": 9, "tuning": [], "gpu": "NVIDIA H200", "commit": "abc"}) + "\n")
+    proc = subprocess.run([sys.executable, "-S", tool, "table", path], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "| copy | 9 | 12 |" in proc.stdout, proc.stderr
+    (tmp_path / "results.jsonl").write_text("")
+    proc = subprocess.run([sys.executable, "-S", tool, "table", tmp_path / "results.jsonl"], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2 and "no first-run lines in" in proc.stderr, proc.stderr
+
+
+def test_a_run_that_never_reached_a_case_is_said_and_exits_1(tmp_path, monkeypatch, capsys):
+    """Under a python3 without the harness's packages each run died at its import and was
+    written down as a 0.1 s first run, exit 0; the runs now take .venv's Python there."""
+    tool = _first_run_tool()
+    monkeypatch.setattr(tool, "one_run", lambda *a: {"seconds": 0.1, "cut": False, "exit": 1, "cases": 0,
+                                                     "tuning": []})
+    assert tool.main(["run", str(tmp_path / "first-run.jsonl"), "--ops", "copy", "--phases", "cold"]) == 1
+    assert "first-run: copy cold: the harness exited 1 before its first case" in capsys.readouterr().err
+    monkeypatch.setattr(tool.importlib.util, "find_spec", lambda name: None)
+    venv = tool.ROOT / ".venv" / "bin" / "python"
+    assert tool.harness_python() == (str(venv) if venv.exists() else tool.sys.executable)
+
+
 def test_harness_overrides_after_a_double_dash_reach_each_run(tmp_path, monkeypatch):
     tool = _first_run_tool()
     seen = []

@@ -79,6 +79,12 @@ def test_the_fault_suite_reports_its_rates(capsys):
     assert "false-alarm rate 0% of 1 honest impls" in out, out
 
 
+@pytest.mark.parametrize("shape", ["64by1000", "64x0", "4096"])
+def test_a_bad_fault_suite_shape_is_exit_2_naming_it(capsys, shape):
+    assert faultsuite.main(["--device", "cpu", "--shape", shape]) == 2
+    assert capsys.readouterr().err.startswith(f"harness-faults: error: --shape {shape!r}")
+
+
 def test_a_missed_fault_and_a_false_alarm_count_against_the_rates():
     rows = [faultsuite.Row("a", "fault", "invalid", "ok", "", False), faultsuite.Row("b", "fault", "x", "x", "", True),
             faultsuite.Row("c", "honest", "ok", "invalid", "why", False)]

@@ -138,6 +138,10 @@ def test_two_results_files_compared_case_by_case(tmp_path, capsys):
     assert "1048576" not in out.split("## Regressions")[1].split("## Improvements")[0]   # 0.4%: noise
     assert main([str(b), str(b)]) == 0
     assert main([str(a), str(tmp_path / "missing.jsonl")]) == 2
+    # a published results file also holds devtools/first-run's rows: they are no cases
+    (tmp_path / "published.jsonl").write_text(a.read_text() + json.dumps(
+        {"kind": "first_run", "op": "copy", "phase": "cold", "seconds": 9.0, "gpu": "NVIDIA H200"}) + "\n")
+    assert main([str(tmp_path / "published.jsonl"), str(b)]) == 1
 
 
 def test_two_mlflow_runs_compared_case_by_case(tmp_path, capsys):

@@ -206,6 +206,27 @@ def test_upload_command_after_an_outage(tmp_path, capsys):
     assert upload_main([str(path), "--tracking-uri", uri]) == 0
     assert "0 uploaded, 4 already there" in capsys.readouterr().out
     assert upload_main([str(tmp_path / "nope"), "--tracking-uri", uri]) == 2
+    # a published results file's devtools/first-run rows are no records: its cases are uploaded
+    published = tmp_path / "pub" / "h200.jsonl"
+    published.parent.mkdir()
+    published.write_text(path.read_text() + json.dumps({"kind": "first_run", "op": "copy", "phase": "cold",
+                                                        "seconds": 9.0, "gpu": "NVIDIA H200"}) + "\n")
+    assert upload_main([str(published), "--tracking-uri", uri]) == 0
+    assert "0 uploaded, 4 already there" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("uri,ok", [("sqlite:///mlflow.db", True), ("http://mlflow:5000", True),
+                                    ("postgresql+psycopg2://u@h/db", True), ("garbage", False),
+                                    ("://", False), ("localhost:5000", False), ("./mlruns", False)])
+def test_a_tracking_uri_mlflow_has_no_store_for_is_named(tmp_path, capsys, monkeypatch, uri, ok):
+    """MLflow 3 refuses a path (its file store) and knows no 'localhost:' scheme: upload gave
+    a traceback for them; now exit 2 with the URI and what to give."""
+    from harness.sinks.mlflow import uri_problem
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    assert (uri_problem(uri) is None) == ok, uri_problem(uri)
+    if not ok:
+        assert upload_main([str(tmp_path), "--tracking-uri", uri]) == 2
+        assert f"--tracking-uri: {uri!r} is not an MLflow tracking URI" in capsys.readouterr().err
 
 
 def test_upload_names_an_unreadable_file_and_uploads_the_others(tmp_path, capsys):

@@ -129,6 +129,17 @@ def test_ours_and_peers_are_the_frameworks_declared_roles(tmp_path):
     assert "| rmsnorm | float32 | 16x4096 | triton 50 GB/s |" in out and "| 2.000 |" in out
 
 
+
+def test_records_without_a_role_are_read_under_a_python_without_torch(tmp_path):
+    """The shebang's python3 on a machine whose torch lives in .venv (-S: no site-packages):
+    the published h200.jsonl's records from before the role field need the frameworks."""
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in [rec("triton", 50), rec("eager", 25)]))
+    proc = subprocess.run([sys.executable, "-S", str(ROOT / "scripts" / "summarize"), str(path)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "| rmsnorm | bfloat16 | 16x4096 | triton 50 GB/s |" in proc.stdout, proc.stderr
+
+
 def test_shapes_are_ordered_by_size_not_as_text(tmp_path):
     shapes = [(16384, 8192), (16, 4096), (8192, 16384), (1823, 781)]
     records = [rec(impl, 50, shape=shape) for shape in shapes for impl in ("triton", "liger")]
@@ -189,3 +200,17 @@ def test_a_missing_or_corrupt_file_is_a_line_naming_it_not_a_traceback(tmp_path)
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and f"{cut}, line 2: cut short" in proc.stderr, proc.stderr
     assert "triton" in proc.stdout, proc.stdout
+
+
+def test_a_reader_that_leaves_early_costs_no_traceback(tmp_path):
+    """`scripts/summarize docs/results/h200.jsonl | head`: exit 141, nothing on stderr."""
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for n in range(1, 1500)
+                            for r in (rec("triton", 50, shape=(n, 4096), role="ours"),
+                                      rec("eager", 25, shape=(n, 4096), role="peer"))))
+    proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "summarize"), str(path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().startswith("| op |")
+    proc.stdout.close()
+    assert proc.wait(timeout=60) == 141
+    assert proc.stderr.read() == ""

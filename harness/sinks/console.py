@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from harness.provenance import cache_bytes
-from harness.record import Record
+from harness.record import Record, cache_bytes
 
 
 def _f(v, fmt: str, empty: str = "-") -> str:

@@ -122,6 +122,27 @@ SQLITE_UNUSABLE = ("the sqlite store cannot be opened ({why}): give tracking.uri
                    "sqlite:////an/absolute/path/mlflow.db, in a folder you can write")
 
 
+# The schemes MLflow has a tracking store for (its registry's list), drivers after '+'
+# (postgresql+psycopg2). A path without a scheme, or file:, is MLflow's file store, which
+# MLflow 3 refuses unless MLFLOW_ALLOW_FILE_STORE is set: without this check such a URI ran
+# every case and then said "when the server is back", and harness-upload gave a traceback.
+STORE_SCHEMES = ("sqlite", "http", "https", "postgresql", "mysql", "mssql", "databricks", "databricks-uc", "uc")
+FILE_SCHEMES = ("", "file")
+
+
+def uri_problem(uri: str) -> str | None:
+    """Why ``uri`` cannot be an MLflow tracking store, or None."""
+    from urllib.parse import urlsplit
+    scheme = urlsplit(uri).scheme.split("+")[0].lower() if uri else ""
+    if scheme in STORE_SCHEMES:
+        return None
+    if scheme in FILE_SCHEMES and uri and os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() in ("true", "1"):
+        return None
+    what = "a path (MLflow's file store, which MLflow 3 refuses)" if scheme in FILE_SCHEMES else f"scheme {scheme!r}"
+    return (f"{uri!r} is not an MLflow tracking URI ({what}); give sqlite:///path/to/mlflow.db (a local file) "
+            "or http://host:port (a server)")
+
+
 def probe(uri: str, timeout: float = 5.0) -> None:
     """A TrackingUnavailable, at once, for a store that cannot answer: MLflow retries a
     server, and an sqlite file it cannot open, for minutes before it gives up."""
