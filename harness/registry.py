@@ -124,6 +124,12 @@ class Unavailable(RuntimeError):
     this message, as a framework whose ``unusable`` gives a reason is, never as an error."""
 
 
+class TooLarge(ValueError):
+    """Raised by a bind whose framework cannot take inputs this large here (a simulator's or
+    interpreter's limit, not the kernel's): the runner leaves that input set out and says so
+    in the record, and runs the case's other sets; a case none of whose sets fit is skipped."""
+
+
 class Framework:
     """What a framework needs to run on a device. Subclasses live in impls/_frameworks/.
 

@@ -124,8 +124,21 @@ def test_right_on_irregular_sizes_and_misaligned_views(key, dtype):
 def test_the_simulator_refuses_what_it_cannot_run_with_a_reason():
     bind = registry.registered()[("sum", "numba", "two_pass")].bind
     x = torch.zeros(2 ** 25 + 3)
-    with pytest.raises(ValueError, match="too large for Numba's CUDA simulator"):
+    with pytest.raises(registry.TooLarge, match="too large for Numba's CUDA simulator"):
         bind(x=x, out=torch.empty(()))
+
+
+def test_an_input_set_too_large_for_the_simulator_is_left_out_and_said_and_the_case_runs(cpu_runner):
+    """sum's 2^25-term set cannot run under the simulator: the case runs its other sets and is
+    ok, its reason names the set left out; a shape no set of which fits is skipped, not an error."""
+    from harness.runner import CaseSpec
+    rec = cpu_runner.run(CaseSpec("sum", "numba", "two_pass", "float32", (1000,)))
+    assert rec.status == "ok", rec.reason
+    assert "input sets not run here: many_terms" in rec.reason and "too large for Numba's CUDA simulator" in rec.reason
+    left = [c for c in rec.checks if c["case"] == "many_terms"]
+    assert left and left[0]["passed"] is None and all(c["passed"] for c in rec.checks if c["case"] != "many_terms")
+    rec = cpu_runner.run(CaseSpec("copy", "numba", "-", "float32", (2 ** 23 + 1,)))
+    assert rec.status == "skipped" and "no input set fits here" in rec.reason, (rec.status, rec.reason)
 
 
 def test_simulated_shuffles_are_the_hardware_s():

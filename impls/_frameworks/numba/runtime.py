@@ -14,6 +14,7 @@ tensors without a copy, and launchers that only launch.
 import numpy as np
 import torch
 
+from harness.registry import TooLarge
 from impls._frameworks.numba import cachedir
 
 cachedir.configure()
@@ -40,8 +41,8 @@ def view(t: torch.Tensor):
     """A Numba device array over ``t``'s memory (no copy); bf16 as int16 bits."""
     t = t.detach()
     if SIMULATED and t.numel() > SIM_MAX_ELEMENTS:
-        raise ValueError(f"a tensor of {t.numel()} elements is too large for Numba's CUDA simulator (at most "
-                         f"{SIM_MAX_ELEMENTS}: a Python thread per CUDA thread); its size is checked on a GPU")
+        raise TooLarge(f"a tensor of {t.numel()} elements is too large for Numba's CUDA simulator (at most "
+                       f"{SIM_MAX_ELEMENTS}: a Python thread per CUDA thread); its size is checked on a GPU")
     if t.dim() == 0:
         t = t.view(1)   # a scalar output: element 0 of a 1-element array
     storage = STORAGE.get(t.dtype, t.dtype)
