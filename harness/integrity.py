@@ -95,15 +95,17 @@ def written_outside(out: torch.Tensor, when: str) -> str | None:
             f"within its output (what lies beside it belongs to another tensor)")
 
 
-def recompute(launch, out: torch.Tensor, inputs: dict, sync: Callable[[], None]
+def recompute(launch, out: torch.Tensor, inputs: dict, sync: Callable[[], None], first: torch.Tensor | None = None
               ) -> tuple[str | None, torch.Tensor]:
-    """Launch, then poison the output (and the tensor the launch returned, if it returned
-    one) and launch again on the same inputs: every element must be written again. The
-    result must also be a plain tensor of its own: not an input (a copy's ``return x``
+    """Launch (or take ``first``, the result of the launcher's last launch on these inputs,
+    the checked one), then poison the output (and the tensor the launch returned, if it
+    returned one) and launch again on the same inputs: every element must be written again.
+    The result must also be a plain tensor of its own: not an input (a copy's ``return x``
     does no work), nor a subclass whose values are computed when read. (violation or None,
     the second launch's result)."""
-    first = checks.result_of(launch, out)
-    sync()
+    if first is None:
+        first = checks.result_of(launch, out)
+        sync()
     if type(first) is not torch.Tensor:
         return (f"returns a {type(first).__module__}.{type(first).__qualname__}, not a plain torch.Tensor: "
                 f"a subclass may compute its values when the checks read them, outside the timed "
@@ -131,15 +133,18 @@ def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def rebind(op, launch, inputs: dict, out: torch.Tensor, before: torch.Tensor, shape, dtype, device,
-           seed: int, sync: Callable[[], None], when: str = "after bind") -> str | None:
-    """Refill the bound input tensors in place, one at a time, with a fresh random set of the
-    same shape, unseen by torch's version counter, and launch onto the output as the last
-    launch left it (the state of a timed launch but for the values); after each refill the
-    launcher's output must match the new reference. ``before``: the launcher's last result
-    on the inputs as they are."""
+           seed: int, sync: Callable[[], None], when: str = "after bind", first_only: bool = False) -> str | None:
+    """Refill the bound input tensors in place, one at a time (``first_only``: the first
+    alone), with a fresh random set of the same shape, unseen by torch's version counter, and
+    launch onto the output as the last launch left it (the state of a timed launch but for
+    the values); after each refill the launcher's output must match the new reference.
+    ``before``: the launcher's last result on the inputs as they are."""
     fresh = op.inputs(shape, dtype, device, seed, "random")
     before = before.detach().clone()
+    names = [k for k, v in inputs.items() if isinstance(v, torch.Tensor)]
     for k, v in inputs.items():
+        if first_only and names and k != names[0]:
+            continue
         if not (isinstance(v, torch.Tensor) and isinstance(fresh.get(k), torch.Tensor) and fresh[k].shape == v.shape):
             continue
         # Through ``.data``, whose version counter is its own: a write through ``v`` bumps

@@ -150,11 +150,13 @@ class Runner:
         op = self.op(spec.op, spec.params)
         dtype = DTYPES[spec.dtype]
         impl = self._impl(spec)
-        launch, inputs, out = self._check(rec, op, impl, spec.shape, dtype)
+        launch, inputs, out, checked = self._check(rec, op, impl, spec.shape, dtype)
         rec.impl_config = {**self.frameworks[spec.impl].settings(), **getattr(launch, "config", {})}
         rec.tuning = dict(getattr(launch, "tuning", {}))
         phase.done("checks")
-        trace_after = self.settings.contract and self._contract(rec, op, launch, inputs, out, spec.shape, dtype)
+        trace_after = self.settings.contract and self._contract(rec, op, launch, inputs, out, checked, spec.shape,
+                                                                dtype)
+        del checked
         phase.done("contract")
         if rec.violations:
             _invalid(rec)
@@ -181,7 +183,7 @@ class Runner:
             return
         rec.status = "ok" if rec.passed else "fail"
 
-    def _contract(self, rec: Record, op, launch, inputs, out, shape, dtype) -> bool:
+    def _contract(self, rec: Record, op, launch, inputs, out, checked, shape, dtype) -> bool:
         """The launcher's contract (harness.integrity) before timing: recompute, bind, one
         stream. True when the stream check needs a CUPTI trace after the timing."""
         sync = lambda: synchronize(self.device)  # noqa: E731
@@ -192,7 +194,7 @@ class Runner:
                 return False
         if rec.passed:   # a launcher already wrong on its checked inputs is a failure, not a cheat
             kept = integrity.snapshot(inputs)
-            stale, result = integrity.recompute(launch, out, inputs, sync)
+            stale, result = integrity.recompute(launch, out, inputs, sync, checked)
             # The refill's seed is drawn afresh (it is in the reason when it fails), not derived
             # from the base seed: from the op's input maker and a predictable seed, bind could
             # compute the refill's answer too, and read an element at launch to pick it.
@@ -214,12 +216,15 @@ class Runner:
     def _refilled_after_timing(self, rec: Record, op, launch, inputs, out, shape, dtype) -> str | None:
         """The refill check again, on the launcher as timing left it: one that stops working
         once it has been called often enough to be timed (a count no check before timing
-        reaches) gives its last answer here; the physical limit sees that only beyond the L2."""
+        reaches) gives its last answer here; the physical limit sees that only beyond the L2.
+        The first input alone: any refill shows a launcher that stopped working, and each
+        refill is a checked launch and a float64 reference (an interpreter's launch on a CPU
+        takes up to seconds; the chain's four inputs would be four)."""
         if not (self.settings.contract and rec.passed):
             return None
         kept = integrity.snapshot(inputs)
         late = integrity.rebind(op, launch, inputs, out, out, shape, dtype, self.device, secrets.randbelow(1 << 31),
-                                lambda: synchronize(self.device), when="after the timed launches")
+                                lambda: synchronize(self.device), when="after the timed launches", first_only=True)
         for k, v in kept.items():
             inputs[k].copy_(v)
         return late
@@ -256,7 +261,7 @@ class Runner:
                 if written and not any(v.split(":")[0] == written.split(":")[0] for v in rec.violations):
                     rec.violations.append(written)   # the first set that shows it
             if kept is None:
-                kept = (launch, inputs, out)
+                kept = (launch, inputs, out, got)   # got: the checked launch's result, recompute's first
             del got
         if kept is None:
             raise registry.Unavailable(f"no input set fits here: {left_out[0]['detail'][len('not run here: '):]}")
