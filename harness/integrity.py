@@ -138,35 +138,44 @@ def rebind(op, launch, inputs: dict, out: torch.Tensor, before: torch.Tensor, sh
     alone), with a fresh random set of the same shape, unseen by torch's version counter, and
     launch onto the output as the last launch left it (the state of a timed launch but for
     the values); after each refill the launcher's output must match the new reference.
-    ``before``: the launcher's last result on the inputs as they are."""
+    ``before``: the launcher's last result on the inputs as they are. The inputs it refilled
+    hold their own values again when it returns: the rest of the case runs on the inputs
+    its checks saw."""
     fresh = op.inputs(shape, dtype, device, seed, "random")
     before = before.detach().clone()
     names = [k for k, v in inputs.items() if isinstance(v, torch.Tensor)]
-    for k, v in inputs.items():
-        if first_only and names and k != names[0]:
-            continue
-        if not (isinstance(v, torch.Tensor) and isinstance(fresh.get(k), torch.Tensor) and fresh[k].shape == v.shape):
-            continue
-        # Through ``.data``, whose version counter is its own: a write through ``v`` bumps
-        # v._version, which a launcher can key a cache on (pointer and version) to recompute
-        # only when its inputs were refilled.
-        v.data.copy_(fresh[k])
-        # Not poisoned: the output holds the last answer, as in the timed launches, so that a
-        # launcher that skips its work when its output looks written shows here too.
-        result, got = checks.checked_launch(op, launch, inputs, out, dtype, f"{k} refilled", seed, sync,
-                                            poisoned_first=False)
-        if result.passed:
-            before = got.detach().clone()
-            continue
-        stale = got.shape == before.shape and torch.equal(checks.raw_bits(got.detach()), checks.raw_bits(before))
-        why = (f"kept the bits it had before: it reads a copy of {k} taken at bind, or an answer "
-               f"computed at bind, or a result cached by pointer (and version counter), or skips its "
-               f"work when its output already holds an answer" if stale
-               else f"is wrong for the new values ({result.detail})")
-        return (f"does not compute from its inputs as they are: with {k} refilled in place {when} "
-                f"(fresh values, seed {seed}), the launcher's output {why}; bind may prepare "
-                f"(views, builds, launch configs), never read the values, and every launch reads them")
-    return None
+    kept: dict[str, torch.Tensor] = {}
+    try:
+        for k, v in inputs.items():
+            if first_only and names and k != names[0]:
+                continue
+            if not (isinstance(v, torch.Tensor) and isinstance(fresh.get(k), torch.Tensor)
+                    and fresh[k].shape == v.shape):
+                continue
+            kept[k] = v.detach().clone()
+            # Through ``.data``, whose version counter is its own: a write through ``v`` bumps
+            # v._version, which a launcher can key a cache on (pointer and version) to recompute
+            # only when its inputs were refilled.
+            v.data.copy_(fresh[k])
+            # Not poisoned: the output holds the last answer, as in the timed launches, so that a
+            # launcher that skips its work when its output looks written shows here too.
+            result, got = checks.checked_launch(op, launch, inputs, out, dtype, f"{k} refilled", seed, sync,
+                                                poisoned_first=False)
+            if result.passed:
+                before = got.detach().clone()
+                continue
+            stale = got.shape == before.shape and torch.equal(checks.raw_bits(got.detach()), checks.raw_bits(before))
+            why = (f"kept the bits it had before: it reads a copy of {k} taken at bind, or an answer "
+                   f"computed at bind, or a result cached by pointer (and version counter), or skips its "
+                   f"work when its output already holds an answer" if stale
+                   else f"is wrong for the new values ({result.detail})")
+            return (f"does not compute from its inputs as they are: with {k} refilled in place {when} "
+                    f"(fresh values, seed {seed}), the launcher's output {why}; bind may prepare "
+                    f"(views, builds, launch configs), never read the values, and every launch reads them")
+        return None
+    finally:
+        for k, old in kept.items():
+            inputs[k].copy_(old)
 
 
 # --- one stream -------------------------------------------------------------------------
