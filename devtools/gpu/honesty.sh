@@ -21,8 +21,9 @@ step cheats-a 110 python3 -m harness.faultsuite --device cuda --plugins tests.pl
 step cheats-b 110 python3 -m harness.faultsuite --device cuda --plugins tests.plugins.cheats \
   --shape 4095x4097 --dtype bfloat16 --honest cupy,numba,torch_compile,liger,quack --json "$OUT/cheats-b.json"
 # SMOKE_S=0 leaves the smoke sweep out (a call with less device time left).
-[ "${SMOKE_S:-150}" != 0 ] && harness smoke ${SMOKE_S:-150} op=all impl=all sweep=smoke
-[ "${SMOKE_S:-150}" != 0 ] && step smoke-summary 5 python3 - "$OUT/smoke.jsonl" <<'EOF'
+if [ "${SMOKE_S:-150}" != 0 ]; then
+harness smoke "${SMOKE_S:-150}" op=all impl=all sweep=smoke
+step smoke-summary 5 python3 - "$OUT/smoke.jsonl" <<'EOF'
 import collections, json, sys
 recs = [json.loads(line) for line in open(sys.argv[1])]
 print(collections.Counter(r["status"] for r in recs))
@@ -30,5 +31,6 @@ for r in recs:
     if r["status"] == "invalid":
         print(r["op"], r["impl"], r["variant"], r["dtype"], r["shape"], "|", r["reason"][:400])
 EOF
+fi
 echo "exit status $status" | tee -a "$OUT/steps.log"
 exit $status
