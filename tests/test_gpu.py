@@ -410,6 +410,35 @@ def test_the_cuda_kernels_are_right_at_odd_sizes_on_views_at_odd_offsets():
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
 
 
+
+EXTENSION_REFUSES = """
+import torch
+from impls._frameworks.cuda import build
+ops = build.load()
+x = torch.randn(3, 100, device="cuda", dtype=torch.bfloat16)
+for args, says in (((64, 64, 0, 3), "1, 2 or 4"), ((48, 64, 0, 1), "power of two"), ((64, 64, 3, 0), "1, 2, 4 or 8")):
+    try:
+        ops.rmsnorm(x, x[0], 1e-6, torch.empty_like(x), *args)
+    except RuntimeError as e:
+        assert says in str(e), str(e)
+        print("refused:", str(e).splitlines()[0], flush=True)
+    else:
+        raise SystemExit(f"config {args} launched")
+"""
+
+
+def test_the_cuda_extension_refuses_a_bad_config_with_a_python_error():
+    """A bad config given to the extension's row launcher (a trip, a group, a kept packs count;
+    TORCH_CHECK in the host code, the last from inside the dispatch lambdas) reaches Python as a
+    RuntimeError naming the limit. In a child process: a crash instead of the error (the longest
+    row's refusal ended in a segfault on the H200 twice) fails here without taking the run along."""
+    assert registry.frameworks()["cuda"].unusable(torch.device("cuda:0")) is None
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", EXTENSION_REFUSES], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": path})
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-2000:]}{proc.stderr[-4000:]}"
+    assert proc.stdout.count("refused:") == 3, proc.stdout
+
 # --- CuPy: what the harness's own checks do not single out -------------------------------
 
 def test_cupy_views_are_the_tensors_memory_and_launches_follow_the_current_stream():
@@ -487,7 +516,8 @@ def test_cupy_raw_row_kernels_are_right_in_every_config_on_rows_at_odd_offsets(k
                 for offset in (0, 1):
                     moved = {k: _misaligned(v.flatten(), offset).view(v.shape) if isinstance(v, torch.Tensor) else v
                              for k, v in inputs.items()}
-                    out = _misaligned(op.make_output(moved).flatten(), offset).view(shape)
+                    made = op.make_output(moved)   # the inputs' rows: some input sets take more
+                    out = _misaligned(made.flatten(), offset).view(made.shape)
                     launch = bind(**moved, out=out)
                     result, _ = checked_launch(op, launch, moved, out, dtype, case, shape[1], torch.cuda.synchronize)
                     ran += 1
