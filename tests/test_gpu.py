@@ -410,7 +410,6 @@ def test_the_cuda_kernels_are_right_at_odd_sizes_on_views_at_odd_offsets():
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
 
 
-
 EXTENSION_REFUSES = """
 import torch
 from impls._frameworks.cuda import build
