@@ -432,11 +432,11 @@ def test_the_cuda_extension_refuses_a_bad_config_with_a_python_error():
     RuntimeError naming the limit. In a child process: a crash instead of the error (the longest
     row's refusal ended in a segfault on the H200 twice) fails here without taking the run along."""
     assert registry.frameworks()["cuda"].unusable(torch.device("cuda:0")) is None
-    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", EXTENSION_REFUSES], capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": path})
+                          text=True, timeout=300, cwd=ROOT)   # -c: the working directory is on sys.path
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-2000:]}{proc.stderr[-4000:]}"
     assert proc.stdout.count("refused:") == 3, proc.stdout
+
 
 # --- CuPy: what the harness's own checks do not single out -------------------------------
 
