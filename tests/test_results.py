@@ -241,7 +241,7 @@ def test_first_runs_are_kept_beside_the_cases_the_latest_per_op_and_phase_and_sh
     assert "| rmsnorm | 84 | 200 | 100 | 2 | 2.5-4.0 | off | 2026-12-02 abc |" in page
     assert "| softmax | 84 | 150+ (54 of 84 cases) |  | 2 | 2.5-4.0 | off | 2026-12-02 tree 0123456789ab |" in page
     assert "MLflow `off`" in page
-    assert "| all | | 350 | 100 |" in page and "cut by its time limit" in page
+    assert "| these 2 summed | | 350+ | 100 |" in page and "cut by its time limit" in page
     assert "not all warm" not in page
     c = tmp_path / "c.jsonl"   # a warm run that had to tune (its cold run was cut): said so
     c.write_text(first_run("softmax", "warm", 90.0, "2026-12-02T10:20:00Z", tuning=[{"seconds": 1.0}] * 2) + "\n")
