@@ -214,3 +214,20 @@ def test_a_reader_that_leaves_early_costs_no_traceback(tmp_path):
     proc.stdout.close()
     assert proc.wait(timeout=60) == 141
     assert proc.stderr.read() == ""
+
+
+def test_by_op_gives_each_op_its_ranges_and_the_frameworks_that_were_best(tmp_path):
+    """A row per op: the cases compared, ours' % of roof and ours / best peer as ranges, and
+    which framework of ours and which peer was best, the most often first; --ours narrows
+    ours to the frameworks named, the peers staying."""
+    records = [rec("triton", 43), rec("cuda", 40), rec("liger", 40),                        # triton 1.075
+               rec("triton", 30, dtype="float32"), rec("cuda", 38.7, dtype="float32"),
+               rec("torch_compile", 43, dtype="float32"),                                   # cuda 0.900
+               rec("cuda", 41.28, dtype="float16"), rec("liger", 43, dtype="float16")]     # cuda 0.960
+    out = summarize(tmp_path, records, "--by-op")
+    assert out.splitlines()[0] == "| op | cases | ours % of roof | ours / best peer | best of ours | best peer |"
+    assert "| rmsnorm | 3 | 0.9-1.0 | 0.900-1.075 | cuda 2, triton 1 | liger 2, torch_compile 1 |" in out
+    out = summarize(tmp_path, records, "--by-op", "--ours", "triton")
+    assert "| rmsnorm | 2 | 0.7-1.0 | 0.698-1.075 | triton | liger 1, torch_compile 1 |" in out
+    proc = run(tmp_path, records, "--ours", "numba")
+    assert proc.returncode != 0 and "no impl of ours passed" in proc.stderr
