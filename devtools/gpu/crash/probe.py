@@ -1,0 +1,47 @@
+"""One probe of how a C++ exception thrown in an extension op reaches Python on this host:
+python probe.py MODE. Modes build a tiny TORCH_LIBRARY op whose body refuses (TORCH_CHECK or
+std::runtime_error), compiled by g++ (cpp) or nvcc (cu), or call the harness's own refusal."""
+import sys
+import torch
+from torch.utils import cpp_extension
+
+mode = sys.argv[1]
+BODY = r"""
+#include <torch/extension.h>
+#include <stdexcept>
+%(kernel)s
+at::Tensor refuse(at::Tensor x) {
+  %(throw)s
+  return x;
+}
+TORCH_LIBRARY(probe_%(name)s, m) { m.def("refuse", &refuse); }
+"""
+KERNEL = "__global__ void touch(float* p) { p[threadIdx.x] += 1.0f; }"
+if mode == "product-cpu-tensor":
+    from impls._frameworks.cuda import build
+    ops = build.load()
+    x = torch.randn(3, 100, dtype=torch.bfloat16)
+    call = lambda: ops.rmsnorm(x, x[0], 1e-6, torch.empty_like(x), 64, 64, 0, 1)
+elif mode == "product-bad-trip":
+    from impls._frameworks.cuda import build
+    ops = build.load()
+    x = torch.randn(3, 100, device="cuda", dtype=torch.bfloat16)
+    call = lambda: ops.rmsnorm(x, x[0], 1e-6, torch.empty_like(x), 64, 64, 0, 3)
+else:
+    compiler, throw = mode.split("-")
+    src = BODY % {"kernel": KERNEL if compiler == "cu" else "", "name": mode.replace("-", "_"),
+                  "throw": 'TORCH_CHECK(false, "refused by ", 42);' if throw == "torchcheck"
+                  else 'throw std::runtime_error("refused by 42");'}
+    kw = dict(cuda_sources=[src], cpp_sources=[""]) if compiler == "cu" else dict(cpp_sources=[src])
+    cpp_extension.load_inline(name=f"probe_{mode.replace('-', '_')}", is_python_module=False,
+                              build_directory=None, verbose=False, extra_cflags=["-O3"], **kw)
+    import os
+    x = torch.zeros(4, device=os.environ.get("PROBE_DEVICE", "cuda"))
+    call = lambda: getattr(torch.ops, f"probe_{mode.replace('-', '_')}").refuse(x)
+print(mode, "built; calling", flush=True)
+try:
+    call()
+except Exception as e:  # noqa: BLE001
+    print(mode, "raised", type(e).__name__, str(e).splitlines()[0], flush=True)
+else:
+    print(mode, "returned without an error", flush=True)

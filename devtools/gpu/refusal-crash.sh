@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Why a refusal (TORCH_CHECK) of the CUDA extension segfaults on the GPU host: the toolchain, the
+# built library's unwind sections, and probes that throw from tiny ops built by g++ and by nvcc,
+# each in its own process with a SIGSEGV handler that names the library the fault is in.
+cd "$(dirname "$0")/../.."
+D=devtools/gpu/crash
+export HARNESS_CACHE=${HARNESS_CACHE:-/tmp/hc}
+{ gcc --version | head -1; g++ --version | head -1; nvcc --version | tail -2; ld --version | head -1
+  python3 -c "import torch; print(torch.__version__, torch.version.cuda, torch._C._GLIBCXX_USE_CXX11_ABI); print(torch.__config__.show())"
+  which gdb; ldd --version | head -1; } 2>&1 | tee "$OUT/toolchain.txt"
+gcc -shared -fPIC -O1 -o /tmp/segv.so $D/segv.c -ldl
+( timeout 120 python3 -m impls._frameworks.cuda.build > "$OUT/build.txt" 2>&1 ) &
+for m in cpp-torchcheck cu-torchcheck cu-std cpp-std; do
+  ( timeout 120 python3 $D/probe.py $m > "$OUT/build-$m.txt" 2>&1 ) &
+done
+wait
+lib=$(ls /tmp/hc/cuda/*/*.so ~/.cache/*/cuda/*/*.so 2>/dev/null | head -1); echo "library: $lib" | tee -a "$OUT/toolchain.txt"
+[ -n "$lib" ] && { readelf -SW "$lib" | grep -E "eh_frame|gcc_except"; readelf -lW "$lib" | grep -i eh_frame; ldd "$lib"; } > "$OUT/library.txt" 2>&1
+for m in cpp-torchcheck cu-torchcheck cu-std cpp-std product-cpu-tensor product-bad-trip; do
+  LD_PRELOAD=/tmp/segv.so timeout 30 python3 $D/probe.py $m > "$OUT/probe-$m.txt" 2>&1
+  echo "== $m: exit $?"; tail -25 "$OUT/probe-$m.txt"
+done 2>&1 | tee "$OUT/probes.txt"
+if which gdb >/dev/null; then
+  timeout 40 gdb -batch -ex run -ex bt --args python3 $D/probe.py product-bad-trip > "$OUT/gdb.txt" 2>&1
+  grep -A40 "SIGSEGV" "$OUT/gdb.txt" | head -60
+fi
