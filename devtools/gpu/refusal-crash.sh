@@ -20,7 +20,15 @@ for m in cpp-torchcheck cu-torchcheck cu-std cpp-std product-cpu-tensor product-
   LD_PRELOAD=/tmp/segv.so timeout 30 python3 $D/probe.py $m > "$OUT/probe-$m.txt" 2>&1
   echo "== $m: exit $?"; tail -25 "$OUT/probe-$m.txt"
 done 2>&1 | tee "$OUT/probes.txt"
+# c10::Error captures a backtrace with glibc's backtrace() (libgcc's unwinder) as it is made;
+# with these set torch captures it with its own unwinder instead: a crash that goes away here
+# is in that capture, one that stays is in the throw's own unwinding.
+for m in cu-torchcheck product-bad-trip; do
+  TORCH_SHOW_CPP_STACKTRACES=1 TORCH_DISABLE_ADDR2LINE=1 LD_PRELOAD=/tmp/segv.so timeout 30 \
+    python3 $D/probe.py $m > "$OUT/probe-$m-torch-unwinder.txt" 2>&1
+  echo "== $m with torch's own unwinder: exit $?"; tail -25 "$OUT/probe-$m-torch-unwinder.txt"
+done 2>&1 | tee -a "$OUT/probes.txt"
 if which gdb >/dev/null; then
-  timeout 40 gdb -batch -ex run -ex bt --args python3 $D/probe.py product-bad-trip > "$OUT/gdb.txt" 2>&1
-  grep -A40 "SIGSEGV" "$OUT/gdb.txt" | head -60
+  timeout 40 gdb -batch -ex run -ex bt -ex 'info sharedlibrary' --args python3 $D/probe.py product-bad-trip > "$OUT/gdb.txt" 2>&1
+  grep -A40 "SIGSEGV" "$OUT/gdb.txt" | head -60; grep -E "libgcc_s|libstdc" "$OUT/gdb.txt"
 fi

@@ -38,7 +38,9 @@ else:
     import os
     x = torch.zeros(4, device=os.environ.get("PROBE_DEVICE", "cuda"))
     call = lambda: getattr(torch.ops, f"probe_{mode.replace('-', '_')}").refuse(x)
-print(mode, "built; calling", flush=True)
+libs = sorted({line.split()[-1] for line in open("/proc/self/maps") if any(
+    n in line for n in ("libgcc_s", "libstdc++", "libunwind"))})
+print(mode, "built; calling; unwinders and C++ runtimes loaded:", ", ".join(libs), flush=True)
 try:
     call()
 except Exception as e:  # noqa: BLE001
