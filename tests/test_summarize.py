@@ -229,5 +229,7 @@ def test_by_op_gives_each_op_its_ranges_and_the_frameworks_that_were_best(tmp_pa
     assert "| rmsnorm | 3 | 0.9-1.0 | 0.900-1.075 | cuda 2, triton 1 | liger 2, torch_compile 1 |" in out
     out = summarize(tmp_path, records, "--by-op", "--ours", "triton")
     assert "| rmsnorm | 2 | 0.7-1.0 | 0.698-1.075 | triton | liger 1, torch_compile 1 |" in out
-    proc = run(tmp_path, records, "--ours", "numba")
+    proc = run(tmp_path, records + [rec("numba", 10, status="fail")], "--ours", "numba")
     assert proc.returncode != 0 and "no impl of ours passed" in proc.stderr
+    proc = run(tmp_path, records, "--ours", "numab")   # a name no record of ours has: said, with those there
+    assert proc.returncode != 0 and "--ours numab: no record of ours" in proc.stderr and "cuda, triton" in proc.stderr
