@@ -16,10 +16,14 @@ done
 wait
 lib=$(ls /tmp/hc/cuda/*/*.so ~/.cache/*/cuda/*/*.so 2>/dev/null | head -1); echo "library: $lib" | tee -a "$OUT/toolchain.txt"
 [ -n "$lib" ] && { readelf -SW "$lib" | grep -E "eh_frame|gcc_except"; readelf -lW "$lib" | grep -i eh_frame; ldd "$lib"; } > "$OUT/library.txt" 2>&1
-for m in cpp-torchcheck cu-torchcheck cu-std cpp-std product-cpu-tensor product-bad-trip; do
+for m in cpp-torchcheck cu-torchcheck cu-std cpp-std product-cpu-tensor product-cpu-tensor-after-cuda product-bad-trip; do
   LD_PRELOAD=/tmp/segv.so timeout 30 python3 $D/probe.py $m > "$OUT/probe-$m.txt" 2>&1
   echo "== $m: exit $?"; tail -25 "$OUT/probe-$m.txt"
 done 2>&1 | tee "$OUT/probes.txt"
+# the tiny g++ op refusing a CPU tensor in a process that never made a CUDA context
+PROBE_DEVICE=cpu LD_PRELOAD=/tmp/segv.so timeout 30 python3 $D/probe.py cpp-torchcheck > "$OUT/probe-cpp-torchcheck-cpu.txt" 2>&1
+echo "== cpp-torchcheck on a CPU tensor, no CUDA context: exit $?" | tee -a "$OUT/probes.txt"
+tail -5 "$OUT/probe-cpp-torchcheck-cpu.txt" | tee -a "$OUT/probes.txt"
 # c10::Error captures a backtrace with glibc's backtrace() (libgcc's unwinder) as it is made;
 # with these set torch captures it with its own unwinder instead: a crash that goes away here
 # is in that capture, one that stays is in the throw's own unwinding.

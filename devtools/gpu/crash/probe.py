@@ -1,6 +1,9 @@
 """One probe of how a C++ exception thrown in an extension op reaches Python on this host:
 python probe.py MODE. Modes build a tiny TORCH_LIBRARY op whose body refuses (TORCH_CHECK or
-std::runtime_error), compiled by g++ (cpp) or nvcc (cu), or call the harness's own refusal."""
+std::runtime_error), compiled by g++ (cpp) or nvcc (cu), or call the harness's own refusal:
+product-cpu-tensor (x on the CPU, refused by the first check, no CUDA context), the same
+after-cuda (a context made first), product-bad-trip (CUDA tensors, a bad trip). On this CPU
+with torch 2.11.0+cu130 and nvcc 13.0, product-cpu-tensor raises RuntimeError as it should."""
 import sys
 import torch
 from torch.utils import cpp_extension
@@ -17,9 +20,12 @@ at::Tensor refuse(at::Tensor x) {
 TORCH_LIBRARY(probe_%(name)s, m) { m.def("refuse", &refuse); }
 """
 KERNEL = "__global__ void touch(float* p) { p[threadIdx.x] += 1.0f; }"
-if mode == "product-cpu-tensor":
+if mode in ("product-cpu-tensor", "product-cpu-tensor-after-cuda"):
     from impls._frameworks.cuda import build
     ops = build.load()
+    if mode.endswith("after-cuda"):   # the same refusal once the process holds a CUDA context
+        torch.zeros(1, device="cuda")
+        torch.cuda.synchronize()
     x = torch.randn(3, 100, dtype=torch.bfloat16)
     call = lambda: ops.rmsnorm(x, x[0], 1e-6, torch.empty_like(x), 64, 64, 0, 1)
 elif mode == "product-bad-trip":
