@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What the open issues still need run on the H200, from the repository root on a bare GPU host with
-# PYTHONPATH=/tmp/site:$PWD, within ~8 minutes (limits add to 465 s); everything comes back in $OUT/out-open-checks.tgz
+# PYTHONPATH=/tmp/site:$PWD, within ~8 minutes (limits add to 465 s); everything comes back in
+# $OUT/out-open-checks.tgz
 # (memcheck of every CUDA kernel, the longest row's checks, Numba's keeps and disk cache and the
 # CuPy GPU tests are done: the issue notes of sessions 34-35):
 # 1. the CUDA build (~50 s cold);
