@@ -10,11 +10,11 @@ export HARNESS_CACHE=${HARNESS_CACHE:-/tmp/hc}
   which gdb; ldd --version | head -1; } 2>&1 | tee "$OUT/toolchain.txt"
 gcc -shared -fPIC -O1 -o /tmp/segv.so $D/segv.c -ldl
 ( timeout 120 python3 -m impls._frameworks.cuda.build > "$OUT/build.txt" 2>&1 ) &
-for m in cpp-torchcheck cu-torchcheck cu-std cpp-std; do
+for m in cpp-torchcheck cu-torchcheck cu-std cpp-std; do   # built (and called once, unhandled) in parallel
   ( timeout 120 python3 $D/probe.py $m > "$OUT/build-$m.txt" 2>&1 ) &
 done
 wait
-lib=$(ls /tmp/hc/cuda/*/*.so ~/.cache/*/cuda/*/*.so 2>/dev/null | head -1); echo "library: $lib" | tee -a "$OUT/toolchain.txt"
+lib=$(ls "$HARNESS_CACHE"/cuda/*/*.so 2>/dev/null | head -1); echo "library: $lib" | tee -a "$OUT/toolchain.txt"
 [ -n "$lib" ] && { readelf -SW "$lib" | grep -E "eh_frame|gcc_except"; readelf -lW "$lib" | grep -i eh_frame; ldd "$lib"; } > "$OUT/library.txt" 2>&1
 for m in cpp-torchcheck cu-torchcheck cu-std cpp-std product-cpu-tensor product-cpu-tensor-after-cuda product-bad-trip; do
   LD_PRELOAD=/tmp/segv.so timeout 30 python3 $D/probe.py $m > "$OUT/probe-$m.txt" 2>&1

@@ -4,7 +4,9 @@ std::runtime_error), compiled by g++ (cpp) or nvcc (cu), or call the harness's o
 product-cpu-tensor (x on the CPU, refused by the first check, no CUDA context), the same
 after-cuda (a context made first), product-bad-trip (CUDA tensors, a bad trip). On this CPU
 with torch 2.11.0+cu130 and nvcc 13.0, product-cpu-tensor raises RuntimeError as it should."""
+import os
 import sys
+
 import torch
 from torch.utils import cpp_extension
 
@@ -20,19 +22,16 @@ at::Tensor refuse(at::Tensor x) {
 TORCH_LIBRARY(probe_%(name)s, m) { m.def("refuse", &refuse); }
 """
 KERNEL = "__global__ void touch(float* p) { p[threadIdx.x] += 1.0f; }"
-if mode in ("product-cpu-tensor", "product-cpu-tensor-after-cuda"):
+if mode.startswith("product-"):
     from impls._frameworks.cuda import build
     ops = build.load()
-    if mode.endswith("after-cuda"):   # the same refusal once the process holds a CUDA context
+    if mode == "product-cpu-tensor-after-cuda":   # the same refusal once the process holds a CUDA context
         torch.zeros(1, device="cuda")
         torch.cuda.synchronize()
-    x = torch.randn(3, 100, dtype=torch.bfloat16)
-    call = lambda: ops.rmsnorm(x, x[0], 1e-6, torch.empty_like(x), 64, 64, 0, 1)
-elif mode == "product-bad-trip":
-    from impls._frameworks.cuda import build
-    ops = build.load()
-    x = torch.randn(3, 100, device="cuda", dtype=torch.bfloat16)
-    call = lambda: ops.rmsnorm(x, x[0], 1e-6, torch.empty_like(x), 64, 64, 0, 3)
+    on_cuda = mode == "product-bad-trip"   # a CUDA tensor and a bad trip; else a CPU tensor, a good config
+    x = torch.randn(3, 100, device="cuda" if on_cuda else "cpu", dtype=torch.bfloat16)
+    trip = 3 if on_cuda else 1
+    call = lambda: ops.rmsnorm(x, x[0], 1e-6, torch.empty_like(x), 64, 64, 0, trip)
 else:
     compiler, throw = mode.split("-")
     src = BODY % {"kernel": KERNEL if compiler == "cu" else "", "name": mode.replace("-", "_"),
@@ -41,7 +40,6 @@ else:
     kw = dict(cuda_sources=[src], cpp_sources=[""]) if compiler == "cu" else dict(cpp_sources=[src])
     cpp_extension.load_inline(name=f"probe_{mode.replace('-', '_')}", is_python_module=False,
                               build_directory=None, verbose=False, extra_cflags=["-O3"], **kw)
-    import os
     x = torch.zeros(4, device=os.environ.get("PROBE_DEVICE", "cuda"))
     call = lambda: getattr(torch.ops, f"probe_{mode.replace('-', '_')}").refuse(x)
 libs = sorted({line.split()[-1] for line in open("/proc/self/maps") if any(

@@ -1,11 +1,10 @@
-// LD_PRELOAD: on SIGSEGV print the faulting PC, the library and symbol it lies in, and the
-// return addresses found by walking frame pointers is unreliable, so print raw stack words
-// that fall inside loaded libraries (a poor man's backtrace that needs no unwinder).
+// LD_PRELOAD: on SIGSEGV print the faulting PC with the library and symbol it lies in, then the
+// stack words that point into a loaded library's named symbol: likely return addresses, found
+// without an unwinder (the unwinder may be what crashed) or frame pointers (seldom kept).
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <ucontext.h>
 #include <unistd.h>
