@@ -141,6 +141,11 @@ def compare(got: torch.Tensor, ref: torch.Tensor, tol: Tol, scale, case: str, se
 _INT = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
+def int_dtype(itemsize: int) -> torch.dtype:
+    """The integer dtype of ``itemsize`` bytes, to view a float's bits."""
+    return _INT[itemsize]
+
+
 def raw_bits(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous().view(_INT[t.element_size()])
 

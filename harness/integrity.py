@@ -34,6 +34,7 @@ import threading
 import time
 from typing import Callable
 
+import numpy as np
 import torch
 
 from harness import checks
@@ -253,23 +254,41 @@ SETTLE_S = 0.002   # and after that, for work queued to threads that were there 
 def work_after_return(launch, out: torch.Tensor) -> str | None:
     """CPU: launch onto an output of zeros (a finite fill: NaN is the checks' poison, which a
     launcher could look for), then compare the result at the launcher's return with the
-    result once its threads have ended. None when they agree."""
+    result once its threads have ended, and look for threads the launch started that ran on
+    after it returned and then ended (their work was not timed, whether or not it reached
+    the output before the look). None when neither shows.
+
+    Both looks at the return are taken while this thread holds the GIL (the threads listed,
+    the output copied by numpy through an array that views its bits, made before the launch:
+    every torch call releases the GIL), so a thread the launch left cannot run between the
+    return and the look. A thread still running a second on (a pool's idle worker) is not
+    counted; what it writes in that second is."""
     if not out.is_floating_point():
         return None
-    threads = threading.active_count()
+    before = set(threading.enumerate())
     out.zero_()
+    bits = out.detach().view(checks.int_dtype(out.element_size())).numpy()
     got = checks.result_of(launch, out)
-    at_return = checks.raw_bits(got.detach()).clone()
+    at_return = bits.tobytes()
+    started = [t for t in threading.enumerate() if t not in before]
+    if got is not out:   # a tensor of its own: viewed after the return (a torch call)
+        bits = got.detach().view(checks.int_dtype(got.element_size())).numpy()
+        at_return = bits.tobytes()
     deadline = time.monotonic() + 1.0
-    while threading.active_count() > threads and time.monotonic() < deadline:
+    while any(t.is_alive() for t in started) and time.monotonic() < deadline:
         time.sleep(0.001)
     time.sleep(SETTLE_S)
-    changed = int((checks.raw_bits(got.detach()) != at_return).sum())
-    if not changed:
-        return None
-    return (f"works after the launcher returned: {changed} of {got.numel()} output elements changed "
-            f"after it returned (work on another thread), so the wall clock around the launch did "
-            f"not time it; a launcher returns when its work is done")
+    changed = int((np.frombuffer(bits.tobytes(), bits.dtype) != np.frombuffer(at_return, bits.dtype)).sum())
+    ended = sum(not t.is_alive() for t in started)
+    if changed:
+        return (f"works after the launcher returned: {changed} of {got.numel()} output elements changed "
+                f"after it returned (work on another thread), so the wall clock around the launch did "
+                f"not time it; a launcher returns when its work is done")
+    if ended:
+        return (f"works after the launcher returned: {ended} thread(s) it started were still running when "
+                f"it returned and ended after, so the wall clock around the launch did not time their "
+                f"work; a launcher returns when its work is done (joins the threads it starts)")
+    return None
 
 
 def _gpu_activities(prof, device: torch.device) -> list[tuple[str, int, int]]:

@@ -35,6 +35,39 @@ def test_inputs_compared_as_bits_so_nan_inputs_are_unchanged():
     assert "x (1 of 3 elements)" in integrity.written_inputs({"x": x}, before, "a launch")
 
 
+def test_work_left_to_a_thread_is_named_whether_or_not_it_shows_in_the_output():
+    """CPU: a thread the launch leaves running is its untimed work: named when it changes
+    the output after the return, and when it ends after the return having changed nothing
+    the look saw (it wrote the same bits again); a launcher that joins its thread, or hands
+    work to a pool's worker and waits for it, is clean."""
+    import concurrent.futures
+    import threading
+    import time
+    x = torch.randn(7, 33)
+    out = torch.empty_like(x)
+
+    def leaves(write):
+        def launch():
+            if write == "again":
+                out.copy_(x * 2)
+            threading.Thread(target=lambda: (time.sleep(0.005), out.copy_(x * 2))).start()
+        return launch
+
+    assert "output elements changed" in integrity.work_after_return(leaves("late"), out)
+    assert "1 thread(s) it started were still running" in integrity.work_after_return(leaves("again"), out)
+
+    def joins():
+        t = threading.Thread(target=lambda: out.copy_(x * 2))
+        t.start()
+        t.join()
+    pool = concurrent.futures.ThreadPoolExecutor(1)   # its worker starts at the first launch and stays
+    try:
+        for launch in (joins, lambda: pool.submit(out.copy_, x * 2).result()):
+            assert integrity.work_after_return(launch, out) is None
+    finally:
+        pool.shutdown()
+
+
 def test_the_stream_check_needs_a_gpu():
     assert integrity.stream_check(lambda: None, torch.empty(1), torch.device("cpu")) == (None, "", False)
 

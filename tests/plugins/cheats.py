@@ -8,6 +8,7 @@ it did, or, for determinism and batch invariance, have the property reported as 
 Each cheat states what it does; EXPECTED says how the harness labels it. Cheats a CPU can
 not show (work off the stream, skipped work found by the physical limit) are in faults.py.
 """
+import sys
 import threading
 import time
 
@@ -261,14 +262,27 @@ def batch_probe(x, weight, eps, out):
 def background_thread(x, weight, eps, out):
     """Hands the work to a thread and returns at once, unless the output still holds NaN
     (as the checks leave it), when it waits: the wall clock around a launch times a
-    thread's start. The thread starts its work 2 ms late (a queue ahead of it)."""
-    def work():
+    thread's start. The thread starts its work once the launcher has returned, as a GPU's
+    queue would (on a loaded CPU a thread that only slept could finish first), and 2 ms
+    after that (a queue ahead of it)."""
+    def work(caller: int | None):
+        while caller is not None and any(f.f_code is launch.__code__ for f in _stack(caller)):
+            time.sleep(0.0002)
         time.sleep(0.002)
         out.copy_(_rmsnorm(x, weight, eps))
 
     def launch():
-        t = threading.Thread(target=work)
+        watched = bool(torch.isnan(out.view(-1)[0]))
+        t = threading.Thread(target=work, args=(None if watched else threading.get_ident(),))
         t.start()
-        if torch.isnan(out.view(-1)[0]):
+        if watched:
             t.join()
     return launch
+
+
+def _stack(thread: int):
+    """The frames of ``thread``'s stack, innermost first."""
+    f = sys._current_frames().get(thread)
+    while f is not None:
+        yield f
+        f = f.f_back
