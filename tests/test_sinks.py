@@ -133,8 +133,8 @@ def test_mlflow_layout_in_a_real_sqlite_store(tmp_path):
 @pytest.mark.parametrize("filesystem, journal", [("ext4", "wal"), ("nfs4", "delete")])
 def test_a_local_sqlite_store_writes_ahead_and_a_network_one_keeps_sqlite_s_defaults(tmp_path, monkeypatch,
                                                                                       filesystem, journal):
-    """A store on a local disk commits without a sync per commit (WAL; 122 -> ~20 ms a case on
-    CI's disk); one on a network filesystem, where hosts cannot share WAL's index, is left as
+    """A store on a local disk commits without a sync per commit (WAL; up to 122 -> ~20 ms a case
+    on CI's disk); one on a network filesystem, where hosts cannot share WAL's index, is left as
     sqlite makes it. Both hold every record."""
     import sqlite3
 
