@@ -175,8 +175,9 @@ def fast_sqlite_commits() -> None:
     (WAL) and syncs the disk at checkpoints rather than at every commit. MLflow's store commits
     about eight times a case, and a sync per commit cost up to 9 ms on this project's CI machine:
     up to 122 ms a case, more than a small case takes to measure (160 cases: 14.5 s of logging,
-    then 3.5 s; on a day of cheap syncs 7.5 s, then 6.1 s, for an upload). A crash of the machine may lose the last cases' MLflow copies, not the store's
-    consistency; results.jsonl, synced at every record, keeps them for harness-upload."""
+    then 3.5 s; on a day of cheap syncs 7.5 s, then 6.1 s, for an upload). A crash of the
+    machine may lose the last cases' MLflow copies, not the store's consistency; results.jsonl,
+    synced at every record, keeps them for harness-upload."""
     from sqlalchemy import event
     from sqlalchemy.engine import Engine
 
