@@ -61,7 +61,7 @@ def poison_bits(dtype: torch.dtype) -> int:
 
 def poison(out: torch.Tensor) -> None:
     if out.is_floating_point():
-        out.view(_INT[out.element_size()]).fill_(poison_bits(out.dtype))
+        bits_view(out).fill_(poison_bits(out.dtype))
 
 
 def poisoned(t: torch.Tensor) -> torch.Tensor:
@@ -141,13 +141,13 @@ def compare(got: torch.Tensor, ref: torch.Tensor, tol: Tol, scale, case: str, se
 _INT = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
-def int_dtype(itemsize: int) -> torch.dtype:
-    """The integer dtype of ``itemsize`` bytes, to view a float's bits."""
-    return _INT[itemsize]
+def bits_view(t: torch.Tensor) -> torch.Tensor:
+    """``t``'s bits as integers of its element size: a view of its memory, not a copy."""
+    return t.view(_INT[t.element_size()])
 
 
 def raw_bits(t: torch.Tensor) -> torch.Tensor:
-    return t.contiguous().view(_INT[t.element_size()])
+    return bits_view(t.contiguous())
 
 
 def ordered_bits(t: torch.Tensor) -> torch.Tensor:

@@ -267,12 +267,12 @@ def work_after_return(launch, out: torch.Tensor) -> str | None:
         return None
     before = set(threading.enumerate())
     out.zero_()
-    bits = out.detach().view(checks.int_dtype(out.element_size())).numpy()
+    bits = checks.bits_view(out.detach()).numpy()
     got = checks.result_of(launch, out)
     at_return = bits.tobytes()
     started = [t for t in threading.enumerate() if t not in before]
     if got is not out:   # a tensor of its own: viewed after the return (a torch call)
-        bits = got.detach().view(checks.int_dtype(got.element_size())).numpy()
+        bits = checks.bits_view(got.detach()).numpy()
         at_return = bits.tobytes()
     deadline = time.monotonic() + 1.0
     while any(t.is_alive() for t in started) and time.monotonic() < deadline:
