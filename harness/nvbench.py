@@ -46,25 +46,20 @@ def _split(argv: list[str]) -> tuple[dict, list[str]]:
     return own, rest
 
 
-def plan_cases(overrides: list[str], device, min_bytes: int):
+def plan_cases(overrides: list[str], device, min_bytes: int, controls: bool = False):
     """The harness's plan for these Hydra overrides, cut to runnable cases of at least
-    ``min_bytes`` that are not negative controls."""
-    from hydra import compose, initialize_config_dir
-
+    ``min_bytes``, negative controls left out unless ``controls``: (config, [(case, read,
+    written)])."""
     from harness import plan as planning
     from harness import registry
-    from harness.cli import normalize_argv
     from harness.runner import DTYPES
-    with initialize_config_dir(str(planning.CONF_DIR), version_base=None):
-        cfg = compose("config", overrides=normalize_argv(overrides))
-    planning.resolve_sweep(cfg, device)
-    plan = planning.build(cfg, device)
+    cfg, plan = planning.from_overrides(overrides, device)
     ops = registry.ops()
     kept = []
     for spec in plan.runnable:
         op = ops[spec.op](**spec.params)
         read, written = op.bytes_moved(spec.shape, DTYPES[spec.dtype])
-        if read + written >= min_bytes and spec.variant not in op.negative_controls:
+        if read + written >= min_bytes and (controls or spec.variant not in op.negative_controls):
             kept.append((spec, read, written))
     return cfg, kept
 

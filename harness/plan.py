@@ -92,16 +92,12 @@ class Plan:
 
 
 def _framework_settings(cfg, frameworks: dict) -> None:
-    """Settings read by a framework's plumbing, checked here and handed to it (and to the
-    worker processes) through the environment: each framework's own (its
-    ``config_settings``, e.g. how torch.compile treats shapes), tuning (whether the tuner
-    may take its kept choices) and tuning_search (how hard it looks)."""
-    from harness.tuner import SEARCHES
-    from harness.tuning_cache import MODES
+    """Settings read by a framework's plumbing (its ``config_settings``, e.g. how
+    torch.compile treats shapes), checked here and handed to it (and to the worker
+    processes) through the environment."""
     settings = [(name, variable, values) for fw in frameworks.values()
                 for name, (variable, values) in fw.config_settings.items()]
-    for name, variable, values in (*settings, ("tuning", "HARNESS_TUNING", MODES),
-                                   ("tuning_search", "HARNESS_TUNING_SEARCH", SEARCHES)):
+    for name, variable, values in settings:
         value = str(cfg.get(name, values[0]))
         if value not in values:
             raise ConfigError(f"{unknown(name, value, values)} (set by {name}=, or by ${variable} where the "
@@ -246,6 +242,18 @@ def build(cfg, device: torch.device) -> Plan:
         raise ConfigError(f"nothing to run: no impl of {', '.join(op_names)} has variant "
                           f"{', '.join(variant_names)}")
     return Plan(device, sweep, cases)
+
+
+def from_overrides(overrides: list[str], device: torch.device):
+    """(config, plan) for Hydra overrides given as on the harness's command line, for the
+    commands that plan as the harness does (harness-tune, harness-nvbench)."""
+    from hydra import compose, initialize_config_dir
+
+    from harness.cli import normalize_argv
+    with initialize_config_dir(str(CONF_DIR), version_base=None):
+        cfg = compose("config", overrides=normalize_argv(overrides))
+    resolve_sweep(cfg, device)
+    return cfg, build(cfg, device)
 
 
 def warm(plan: Plan, frameworks: dict) -> set[str]:

@@ -88,9 +88,10 @@ class Record:
     # identity and provenance
     seed: int | None = None
     params: dict[str, Any] = field(default_factory=dict)
-    impl_config: dict[str, Any] = field(default_factory=dict)   # the launch config an impl chose
-    tuning: dict[str, Any] = field(default_factory=dict)        # what the tuner measured to choose it
-    # where the case's wall time went, by phase (harness.runner): checks (the binds, a tuning
+    # the launch config an impl ran, and its ``source``: the GPU's config table (file, blob, entry)
+    # or the framework's rule (harness.configs)
+    impl_config: dict[str, Any] = field(default_factory=dict)
+    # where the case's wall time went, by phase (harness.runner): checks (the binds, builds
     # included), contract, repeatability, timing, after (the trace and the final checks)
     seconds: dict[str, float] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)

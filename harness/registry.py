@@ -182,11 +182,12 @@ class Framework:
 
     def roof_kernels(self, src: torch.Tensor, dst: torch.Tensor) -> dict[str, dict[str, Launcher]]:
         """Kernels the roof times beside torch's own on a GPU (harness.roofline), by kind:
-        ``{"read": {name: launcher}, "copy": {name: launcher}}``; a read reads all of ``src``
-        (fp32, contiguous), a copy copies ``src`` into ``dst``. The fastest of each kind sets
-        the roof and the roof names it, so a framework whose plain streaming kernels may
-        beat torch's offers them here: a roof that ops exceed is no roof. None by default;
-        an ImportError says the framework is missing, and the roof records why."""
+        ``{"read": {name: launcher}, "mix": {...}, "copy": {...}}``; a read reads all of ``src``
+        (fp32, contiguous), a mix reads its first three quarters and writes the last quarter
+        of ``dst``, a copy copies ``src`` into ``dst``. The fastest of each kind sets the roof
+        and the roof names it, so a framework whose plain streaming kernels may beat torch's
+        offers them here: a roof that ops exceed is no roof. None by default; an ImportError
+        says the framework is missing, and the roof records why."""
         return {}
 
 

@@ -98,14 +98,13 @@ def _measured_by(r: dict) -> str:
 
 
 def first_run_table(rows: list[dict]) -> list[str]:
-    """Markdown lines: per op, the cases, the cold and warm seconds, the tuning keys and their
-    seconds, then the ops summed (``op=all`` measured an op or a few per GPU call)."""
+    """Markdown lines: per op, the cases, the cold and warm seconds, then the ops summed
+    (``op=all`` measured an op or a few per GPU call)."""
     cells = {(r["op"], r["phase"]): r for r in latest_first_runs(rows)}
-    lines = ["| op | cases | cold s | warm s | tuning keys | s per key (min-max) | MLflow | measured |",
-             "|:--|--:|--:|--:|--:|--:|:--|:--|"]
+    lines = ["| op | cases | cold s | warm s | MLflow | measured |", "|:--|--:|--:|--:|:--|:--|"]
     total = {"cold": 0.0, "warm": 0.0}
     cut_in = {"cold": False, "warm": False}   # a summed phase with a cut part is a lower bound too
-    warm_tuned = untracked = False
+    untracked = False
     for op in sorted({op for op, _ in cells}):
         shown = []
         for phase in ("cold", "warm"):
@@ -113,35 +112,27 @@ def first_run_table(rows: list[dict]) -> list[str]:
             cell = "" if r is None else f"{r['seconds']:.0f}{'+' if r.get('cut') else ''}"
             if r is not None and r.get("not_run"):   # a cut run: how far it got
                 cell += f" ({r['cases'] - r['not_run']} of {r['cases']} cases)"
-            if r is not None and phase == "warm" and r.get("tuning"):   # its cold run was cut before them
-                cell += f", {len(r['tuning'])} keys tuned"
-                warm_tuned = True
             shown.append(cell)
             total[phase] += r["seconds"] if r else 0.0
             cut_in[phase] |= bool(r and r.get("cut"))
         first = cells.get((op, "cold")) or cells[(op, "warm")]
-        keys = [k["seconds"] for k in first.get("tuning") or []]
-        span = f"{min(keys):.1f}-{max(keys):.1f}" if keys else ""
         both = [(phase, cells[(op, phase)]) for phase in ("cold", "warm") if (op, phase) in cells]
         sources = {(r.get("tree") or r.get("commit")) for _, r in both}
         measured = _measured_by(first) if len(sources) == 1 else \
             ", ".join(f"{phase} {_measured_by(r)}" for phase, r in both)   # two runs of other code: each named
         tracking = "/".join(sorted({r.get("tracking", "off") for _, r in both}))
         untracked |= "off" in tracking
-        lines.append(f"| {op} | {first.get('cases', '')} | {shown[0]} | {shown[1]} | {len(keys)} | {span} "
-                     f"| {tracking} | {measured} |")
+        lines.append(f"| {op} | {first.get('cases', '')} | {shown[0]} | {shown[1]} | {tracking} | {measured} |")
     ops = {op for op, _ in cells}
     if len(ops) > 1:   # named by what it sums: op=all is the catalogue, and these may be fewer
         summed = [f"{total[phase]:.0f}{'+' if cut_in[phase] else ''}" for phase in ("cold", "warm")]
-        lines.append(f"| these {len(ops)} summed | | {summed[0]} | {summed[1]} | | | | |")
+        lines.append(f"| these {len(ops)} summed | | {summed[0]} | {summed[1]} | | |")
     cut = cut_in["cold"] or cut_in["warm"]
     if untracked:
         lines += ["", "MLflow `off`: the run logged to no MLflow store (`tracking=none`: MLflow was not installed "
                   "where it ran); the default, a local sqlite store, adds its logging to each case (README, MLflow)."]
     if cut:
         lines += ["", "`+`: cut by its time limit (a lower bound)."]
-    if warm_tuned:
-        lines += ["", "`keys tuned` in a warm run: its cold run was cut before them, so it is not all warm."]
     return lines
 
 
@@ -275,7 +266,7 @@ def page(gpu: str, records: list[Record], data_name: str, first_runs: list[dict]
     if first_runs:
         lines += ["## First runs", "",
                   "`harness op=OP impl=all` (default sweep), timed by `devtools/first-run`: cold with a fresh "
-                  "`HARNESS_CACHE` (the roof measured, every framework built, every tuning key searched), warm "
+                  "`HARNESS_CACHE` (the roof measured, every kernel built), warm "
                   "with the same cache again.", "", *first_run_table(first_runs), ""]
     lines += [LEGEND]
     groups: dict[tuple[str, str], list[Record]] = defaultdict(list)

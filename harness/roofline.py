@@ -1,14 +1,18 @@
 """The bandwidth roof: measured on this device at the start of a run, and the datasheet peak.
 
-Three kinds of kernel, timed exactly like the cases (same timer, cold L2); of each kind
-the fastest sets the roof, and the roof names it (copy_kernel, read_kernel):
-  copy   dst.copy_(src), and on a GPU the frameworks' own streaming copies
-         (Framework.roof_kernels): reads N, writes N bytes
+Four kinds of kernel, timed exactly like the cases (same timer, cold L2); of each kind
+the fastest sets the roof, and the roof names it (read_kernel, mix_kernel, copy_kernel):
   read   torch.sum, torch.amax, and on a GPU the frameworks' own streaming reads over N
          bytes (read-only; the results are noise)
+  mix    torch.addcmul(a, b, c), and on a GPU the frameworks' own: reads three buffers of N/4
+         bytes, writes a fourth (the fused chain's mix)
+  copy   dst.copy_(src), and on a GPU the frameworks' own streaming copies
+         (Framework.roof_kernels): reads N, writes N bytes
   write  buf.fill_(1)              writes N bytes
 An op's roof follows its mix of reads and writes: with f = written / (read + written), the
-time per byte is interpolated linearly between read (f=0), copy (f=0.5) and write (f=1).
+time per byte is interpolated linearly between the kinds measured: read (f=0), mix
+(f=0.25), copy (f=0.5) and write (f=1). The roof is the fastest streaming kernel known for
+each: on the H100 the chain ran at 102.6% of a roof interpolated between read and copy.
 Each kernel is also timed sustained (timing: launches back to back, the L2 write-back each
 leaves charged to the next): the roof of a case's ``sustained_us``, ``for_mix(...,
 sustained=True)``.
@@ -70,28 +74,41 @@ class Roof:
     source: str = "measured"     # measured | cache
     read_kernel: str = ""        # which read kernel set read_gbps (the fastest)
     copy_kernel: str = ""        # which copy kernel set copy_gbps
+    mix_gbps: float | None = None          # 3 reads, 1 write (None: not measured, e.g. an older cache)
+    mix_kernel: str = ""
     kernels: dict = dataclasses.field(default_factory=dict)   # every kernel: [GB/s, sustained GB/s], or why not
     # the same kernels timed sustained (None: not timed so, e.g. on a CPU)
     copy_sustained_gbps: float | None = None
     read_sustained_gbps: float | None = None
     write_sustained_gbps: float | None = None
+    mix_sustained_gbps: float | None = None
 
     def for_mix(self, read_bytes: int, written_bytes: int, sustained: bool = False) -> tuple[float | None, str]:
         """The roof of an op moving these bytes, and what it was interpolated from; with
         ``sustained``, from the sustained timings (None where the roof has none)."""
         total = read_bytes + written_bytes
         f = written_bytes / total if total else 0.5
-        ends = ((self.read_sustained_gbps, self.copy_sustained_gbps, self.write_sustained_gbps) if sustained
-                else (self.read_gbps, self.copy_gbps, self.write_gbps))
-        if any(e is None for e in ends):
+        anchors = ((0.0, self.read_sustained_gbps if sustained else self.read_gbps),
+                   (0.25, self.mix_sustained_gbps if sustained else self.mix_gbps),
+                   (0.5, self.copy_sustained_gbps if sustained else self.copy_gbps),
+                   (1.0, self.write_sustained_gbps if sustained else self.write_gbps))
+        if any(g is None for w, g in anchors if w != 0.25):
             return None, ""
-        inv_read, inv_copy, inv_write = (1 / e for e in ends)
-        if f <= 0.5:
-            inv = inv_read + (inv_copy - inv_read) * (f / 0.5)
-        else:
-            inv = inv_copy + (inv_write - inv_copy) * ((f - 0.5) / 0.5)
+        known = [(w, 1 / g) for w, g in anchors if g is not None]
+        (w0, inv0), (w1, inv1) = next((a, b) for a, b in zip(known, known[1:]) if f <= b[0])
+        inv = inv0 + (inv1 - inv0) * (f - w0) / (w1 - w0)
         kind = {0.0: "read", 0.5: "copy", 1.0: "write"}.get(round(f, 3), f"mix w={f:.2f}")
         return 1 / inv, kind
+
+    def set_by(self, read_bytes: int, written_bytes: int) -> list[str]:
+        """Which kernels set the roof of this mix (``read by ...``); fill_, the write's, unsaid."""
+        total = read_bytes + written_bytes
+        f = written_bytes / total if total else 0.5
+        anchors = [(0.0, "read", self.read_kernel), *([(0.25, "mix", self.mix_kernel)] if self.mix_gbps else []),
+                   (0.5, "copy", self.copy_kernel), (1.0, "write", "")]
+        used = [a for a in anchors if a[0] == f] or [max((a for a in anchors if a[0] < f), key=lambda a: a[0]),
+                                                      min((a for a in anchors if a[0] > f), key=lambda a: a[0])]
+        return [f"{kind} by {name}" for _, kind, name in used if name]
 
 
 def device_key(device: torch.device, provenance: dict) -> str:
@@ -100,7 +117,7 @@ def device_key(device: torch.device, provenance: dict) -> str:
     return "|".join(parts)
 
 
-TORCH_KERNELS = ("copy_", "torch.sum", "torch.amax")   # always run: a failure of one is the roof's
+TORCH_KERNELS = ("copy_", "torch.sum", "torch.amax", "torch.addcmul")   # always run: a failure of one is the roof's
 
 
 def fastest(kernels: dict, gbps, every: dict) -> tuple[float, float | None, str]:
@@ -124,26 +141,27 @@ def fastest(kernels: dict, gbps, every: dict) -> tuple[float, float | None, str]
 
 def framework_kernels(frameworks: dict, src: torch.Tensor, dst: torch.Tensor,
                       every: dict) -> tuple[dict, dict]:
-    """({name: launcher} of reads, {name: launcher} of copies) that ``frameworks`` ({name:
+    """({name: launcher} of reads, of mixes, of copies) that ``frameworks`` ({name:
     Framework}) offer the roof (Framework.roof_kernels). One that cannot offer them here
     (an ImportError: not installed) is left out, and ``every`` says why."""
-    readers, copiers = {}, {}
+    readers, mixers, copiers = {}, {}, {}
     for name, framework in frameworks.items():
         try:
             offered = framework.roof_kernels(src, dst)
         except ImportError as e:
             every[f"{name} roof kernels"] = f"not timed: {e}"
             continue
-        kinds = {"read": readers, "copy": copiers}
+        kinds = {"read": readers, "mix": mixers, "copy": copiers}
         for kind, kernels in offered.items():
             if kind not in kinds:
-                raise ValueError(f"framework {name} offers roof kernels of kind {kind!r}; the kinds are read and copy")
-            taken = set(kernels) & (set(TORCH_KERNELS) | set(readers) | set(copiers))
+                raise ValueError(f"framework {name} offers roof kernels of kind {kind!r}; the kinds are read, mix "
+                                 "and copy")
+            taken = set(kernels) & (set(TORCH_KERNELS) | set(readers) | set(mixers) | set(copiers))
             if taken:
                 raise ValueError(f"framework {name}'s roof kernels {sorted(taken)} have names already taken; "
                                  "give them names of their own (the roof names the kernel that set it)")
             kinds[kind].update(kernels)
-    return readers, copiers
+    return readers, mixers, copiers
 
 
 def measure(device: torch.device, timer, nbytes: int, budget: TimingBudget) -> Roof:
@@ -162,20 +180,23 @@ def measure(device: torch.device, timer, nbytes: int, budget: TimingBudget) -> R
 
     readers = {"torch.sum": lambda: torch.sum(src, dim=0, out=scalar),
                "torch.amax": lambda: torch.amax(src, dim=0, out=scalar)}
+    quarter = n // 4   # mix: three quarters of src read, the last quarter of dst written
+    a, b, c, d = src[:quarter], src[quarter:2 * quarter], src[2 * quarter:3 * quarter], dst[3 * quarter:4 * quarter]
+    mixers = {"torch.addcmul": lambda: torch.addcmul(a, b, c, out=d)}
     copiers = {"copy_": lambda: dst.copy_(src)}
     if device.type == "cuda":
-        extra_reads, extra_copies = framework_kernels(registry.frameworks(), src, dst, every)
-        readers.update(extra_reads)
-        copiers.update(extra_copies)
+        for kind, extra in zip((readers, mixers, copiers), framework_kernels(registry.frameworks(), src, dst, every)):
+            kind.update(extra)
     read = fastest(readers, lambda launch: gbps(launch, n * 4), every)
+    mix = fastest(mixers, lambda launch: gbps(launch, 4 * quarter * 4), every)
     copy = fastest(copiers, lambda launch: gbps(launch, 2 * n * 4), every)
     write = gbps(lambda: dst.fill_(1.0), n * 4)
     every["fill_"] = list(write)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     label = "cuda_events" if device.type == "cuda" else "wall"
     return Roof(name, "", copy[0], read[0], write[0], n * 4, time.time(), label, read_kernel=read[2],
-                copy_kernel=copy[2], kernels=every, copy_sustained_gbps=copy[1], read_sustained_gbps=read[1],
-                write_sustained_gbps=write[1])
+                copy_kernel=copy[2], mix_gbps=mix[0], mix_kernel=mix[2], kernels=every, copy_sustained_gbps=copy[1],
+                read_sustained_gbps=read[1], write_sustained_gbps=write[1], mix_sustained_gbps=mix[1])
 
 
 def cache_dir() -> Path:
@@ -212,6 +233,7 @@ def get(device: torch.device, timer, provenance: dict, nbytes: int, max_age_s: f
         # measured again on a GPU
         complete = hit and (device.type != "cuda" or (hit.get("copy_sustained_gbps") is not None
                                                       and bool(hit.get("read_kernel"))
+                                                      and bool(hit.get("mix_kernel"))
                                                       and bool(hit.get("copy_kernel"))))
         if complete and time.time() - hit["measured_at"] <= max_age_s and hit["measured_bytes"] == nbytes:
             fields = {f.name for f in dataclasses.fields(Roof)}

@@ -152,7 +152,6 @@ class Runner:
         impl = self._impl(spec)
         launch, inputs, out, checked = self._check(rec, op, impl, spec.shape, dtype)
         rec.impl_config = {**self.frameworks[spec.impl].settings(), **getattr(launch, "config", {})}
-        rec.tuning = dict(getattr(launch, "tuning", {}))
         phase.done("checks")
         trace_after = self.settings.contract and self._contract(rec, op, launch, inputs, out, checked, spec.shape,
                                                                 dtype)
@@ -312,11 +311,8 @@ class Runner:
             rec.roof_gbps, rec.roof_kind = self.roof.for_mix(rec.bytes_read, rec.bytes_written)
             if rec.sustained_us:
                 rec.sustained_roof_gbps, _ = self.roof.for_mix(rec.bytes_read, rec.bytes_written, sustained=True)
-            rec.roof_source = f"{self.roof.source} {self.roof.timer}"
-            if self.roof.read_kernel and rec.roof_kind not in ("copy", "write"):
-                rec.roof_source += f", read by {self.roof.read_kernel}"
-            if self.roof.copy_kernel and rec.roof_kind not in ("read", "write"):
-                rec.roof_source += f", copy by {self.roof.copy_kernel}"
+            rec.roof_source = ", ".join([f"{self.roof.source} {self.roof.timer}",
+                                         *self.roof.set_by(rec.bytes_read, rec.bytes_written)])
         else:
             rec.roof_source = self.roof_error
         if self.peak and self.device.type == "cuda":

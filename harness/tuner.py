@@ -1,12 +1,11 @@
-"""Choosing a kernel's launch configuration by measuring it, for any framework.
+"""The search behind harness-tune (harness.tune): a kernel's launch config chosen by
+measuring it, for any framework. A run never calls it: it reads the table harness-tune
+writes (harness.configs).
 
 A *candidate* is a config: a dict of the framework's knobs (block, warps, rows per tile,
 switches). The framework gives a ``bind`` that returns a launcher (no arguments) built for
 one config; the tuner times launchers with the harness's own CUDA timer (cold L2, CUDA
-events, harness.timing), outside any timed region, so that the config chosen is the one
-the sweep then times fastest. Choices are kept on disk (harness.tuning_cache), keyed by the
-kernel's source and the config space (the framework's ``fingerprint``), the search, the
-GPU and the software stack.
+events, harness.timing), so that the config chosen is the one a run then times fastest.
 
 Two searches:
 - ``tune``: configs whose bits no check compares across configs: an elementwise kernel's
@@ -19,7 +18,7 @@ Two searches:
   problems of fixed sizes, whatever the batch at hand; a batch may then take any config
   that wrote the same bits on the tuning problem (compared by digest), never another.
 
-``search`` decides how hard it looks (HARNESS_TUNING_SEARCH): ``fast`` (the default)
+``SEARCH`` decides how hard it looks (harness-tune's ``search=``): ``fast`` (the default)
 times the large problem with fewer samples and the two small batches only for the
 configs whose bits could be chosen; ``exhaustive`` times every candidate on every
 problem with the larger budgets.
@@ -27,21 +26,19 @@ problem with the larger budgets.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import math
 import time
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Callable
 
-from harness import progress, settings, tuning_cache
+from harness import progress
 
 SEARCHES = ("fast", "exhaustive")
+SEARCH = SEARCHES[0]
 
 
 def search() -> str:
-    return settings.choice("HARNESS_TUNING_SEARCH", SEARCHES)
+    return SEARCH
 
 
 @dataclass(frozen=True)
@@ -262,85 +259,33 @@ def neutral_but_not_same(candidates: list[dict], neutral: tuple[str, ...]) -> li
             if neutral_only(a, b, neutral) and a["bits"] != b["bits"]]
 
 
-# --- the process's choices and the disk cache ----------------------------------------
+# --- the process's choices ---------------------------------------------------------
 
 _tuned: dict = {}
 _batch_choices: dict = {}
-_entries: dict = {}   # tune_rows's cache entry per key, for the batches' own choices beside it
-_SOURCE = Path(__file__).read_bytes()   # the search and its rules: a change retires every kept choice
-
-
-def environment(device) -> dict:
-    """What a measurement depends on besides the code: the GPU and the software stack
-    (the framework's own versions come in its fingerprint)."""
-    import torch
-    return {"gpu": torch.cuda.get_device_name(device), "capability": list(torch.cuda.get_device_capability(device)),
-            "torch": torch.__version__, "cuda": torch.version.cuda}
-
-
-def machine(device) -> str:
-    """A short digest of ``environment``: the stamp of the choices measured on this machine."""
-    return hashlib.sha256(json.dumps(environment(device), sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _cache_entry(key, fingerprint: dict | None, device, **inputs) -> str | None:
-    """The disk cache's entry for ``key``: the framework's fingerprint (kernel source,
-    config space, its versions), the search and its rules, what the tuner was given, the
-    machine. None without a fingerprint (stand-ins)."""
-    if fingerprint is None:
-        return None
-    return tuning_cache.entry_key(key, {**fingerprint, "search": search(), "inputs": inputs,
-                                        "tuner": hashlib.sha256(_SOURCE).hexdigest(), **environment(device)})
-
-
-def _remembered(key, entry: str | None) -> Tuned | None:
-    """The choice kept on disk for ``entry``, now also this process's, its table marked as
-    read from the cache."""
-    hit = tuning_cache.load(entry) if entry else None
-    if hit is None:
-        return None
-    try:
-        table = {**hit["table"], "source": "cache", "measured_at": hit["measured_at"]}
-        return _tuned.setdefault(key, Tuned(dict(hit["config"]), table, list(hit["batches"])))
-    except (KeyError, TypeError):
-        return None   # kept in another form: measure
-
-
-def _keep(key, entry: str | None, tuned: Tuned, device) -> Tuned:
-    """A fresh measurement: this process's choice, and kept on disk."""
-    if entry:
-        stamped = tuning_cache.store(entry, asdict(tuned), machine(device))
-        tuned = Tuned(tuned.config, {**tuned.table, "source": "measured", "measured_at": stamped["measured_at"]},
-                      tuned.batches)
-    return _tuned.setdefault(key, tuned)
 
 
 def forget(key) -> None:
-    """Drop this process's choice for ``key`` (tests; the disk cache keeps its own)."""
+    """Drop this process's choice for ``key`` (tests)."""
     _tuned.pop(key, None)
 
 
 def chosen(key, tuned: Tuned) -> Tuned:
-    """Record a choice made without measuring (an interpreter, a single candidate)."""
+    """This process's choice for ``key`` (the first one made stays)."""
     return _tuned.setdefault(key, tuned)
 
 
 # --- configs that change no bits -------------------------------------------------------
 
-def tune(key, candidates: list[dict], bind, label: str, fingerprint: dict | None = None, device=None,
-         unrunnable: tuple = (), precompile=None) -> Tuned:
+def tune(key, candidates: list[dict], bind, label: str, unrunnable: tuple = (), precompile=None) -> Tuned:
     """The fastest of ``candidates`` for ``key``, by timing the launcher ``bind(config)``
-    returns; once per process, and kept on disk (tuning_cache). One candidate is taken
-    unmeasured. ``precompile(configs)``, where given, builds them all before the timing
+    returns; once per process. One candidate is taken unmeasured. ``precompile(configs)``, where given, builds them all before the timing
     starts (in parallel, where the framework can); what it returns (a dict: how they were
     built, the candidates that failed to) goes into the table as ``build``."""
     if key in _tuned:
         return _tuned[key]
     if len(candidates) == 1:
         return chosen(key, Tuned(candidates[0]))
-    entry = _cache_entry(key, fingerprint, device, candidates=candidates)
-    if remembered := _remembered(key, entry):
-        return remembered
     started = time.perf_counter()
     progress.phase(f"tuning {label}: {len(candidates)} configs")
     built = precompile(candidates) if precompile else None
@@ -353,7 +298,7 @@ def tune(key, candidates: list[dict], bind, label: str, fingerprint: dict | None
     table = {"candidates": rows, "search": search(), "seconds": round(time.perf_counter() - started, 3)}
     if isinstance(built, dict):
         table["build"] = built
-    return _keep(key, entry, Tuned(config_of(best), table), device)
+    return chosen(key, Tuned(config_of(best), table))
 
 
 # --- row kernels: the bits once per row length, batch invariant ------------------------
@@ -370,13 +315,10 @@ class RowSpace:
     on its fastest config, each from the best so far. ``applicable(config, toggle)``: the
     part of ``toggle`` that applies to ``config``. ``scratch(rows)``: arguments for a batch
     of ``rows`` (the output last: its bits are digested); ``bind(config, args, rows)``: a
-    launcher. ``cols``: the row length; ``row_bytes``: one scratch row's bytes, to size the ~256 MiB problem.
-    ``neutral``: the switches that change no bits. ``precompile(configs, problems)``: build
-    them all, on each problem of ``problems`` ([(args, rows)]), before they are timed (in
-    parallel where the framework can); it may return a dict saying how (``how``) and which
-    candidates failed to build (``failed``), which the table keeps as ``build``.
-    ``fingerprint``: what else the choice depends on (kernel source, this space, the
-    framework's versions); None keeps nothing on disk."""
+    launcher. ``cols``: the row length; ``row_bytes``: one scratch row's bytes, to size the
+    ~256 MiB problem. ``neutral``: the switches that change no bits. ``precompile(configs,
+    problems)``: build them all, on each problem of ``problems`` ([(args, rows)]), before
+    they are timed (in parallel where the framework can)."""
     label: str
     cols: int
     shapes: list[dict]
@@ -389,20 +331,24 @@ class RowSpace:
     batch: tuple = ()
     applicable: Callable = lambda config, toggle: toggle
     precompile: Callable | None = None
-    fingerprint: dict | None = None
     unrunnable: tuple = ()
     device: object = None
 
 
-def reported(build: dict, report) -> None:
-    """Fold a build step's report into a tuning's ``build``: how the last step built, and
-    every candidate that failed to, across the steps."""
-    if isinstance(report, dict):
-        build["how"] = report.get("how")
-        build.setdefault("failed", []).extend(report.get("failed", []))
+@dataclass
+class Candidates:
+    """What a framework gives the tuner for a kernel whose configs change no compared bits
+    (``tune``): the configs, ``bind(config)`` giving a launcher, the errors of a config
+    that cannot run, and an optional build step run before the timing."""
+    label: str
+    configs: list[dict]
+    bind: Callable
+    unrunnable: tuple = ()
+    precompile: Callable | None = None
 
 
-def _problems(space: RowSpace) -> dict:
+def problems(space: RowSpace) -> dict:
+    """The rows of the tuning problems by their time's name: ~256 MiB, MID_ROWS, SMALL_ROWS."""
     large = max(1, SCRATCH_BYTES // space.row_bytes)
     return {"us": large, "mid_us": min(MID_ROWS, large), "small_us": min(SMALL_ROWS, large)}
 
@@ -412,144 +358,142 @@ def tune_rows(key, space: RowSpace) -> Tuned:
     problem of ~256 MiB, a MID_ROWS batch and a SMALL_ROWS batch, whatever the batch at
     hand: the choice, and so every row's bits, depend on the row length and dtype only,
     never on the number of rows (batch invariance); each batch size then takes the config
-    of those bits fastest on the problem nearest to it (Tuned.for_rows). Kept on disk
-    (tuning_cache): later processes take it unmeasured.
+    of those bits fastest on the problem nearest to it (Tuned.for_rows).
 
     Every shape on the large problem, digesting the bits it wrote; the shapes whose bits
     run within TOGGLE_SLACK of the fastest there again with each small-batch toggle; then
     the greedy path's toggles from the choice without them; then choose. The small batches
     are timed for the configs of the bits that choose may take (within SMALL_SLACK of the
     fastest on the large problem), or for every config when searched exhaustively."""
-    if key in _tuned:
-        return _tuned[key]
-    entry = _cache_entry(key, space.fingerprint, space.device, shapes=space.shapes, small_batch=space.small_batch,
-                         path=space.path)
-    _entries[key] = entry
-    if remembered := _remembered(key, entry):
-        return remembered
-    with tallying() as tally:
-        return _search_rows(key, space, entry, tally)
+    if key not in _tuned:
+        with tallying() as tally:
+            _tuned[key] = RowSearch(space).run(tally)
+    return _tuned[key]
 
 
-def _search_rows(key, space: RowSpace, entry, tally: dict) -> Tuned:
-    started = time.perf_counter()
-    work = effort()
-    rows = _problems(space)
-    progress.phase(f"tuning {space.label}: {len(space.shapes)} shapes")
-    args = {p: space.scratch(n) for p, n in rows.items()}
-    samples = {"us": (work.large_samples, work.large_seconds), "mid_us": (work.small_samples, work.small_seconds),
-               "small_us": (work.small_samples, work.small_seconds)}
-    candidates: list[dict] = []
-    launches: dict = {}
+class RowSearch:
+    """One row kernel's search (tune_rows): the candidates measured so far, each with its
+    times on the problems it ran (None: not timed there) and the bits it wrote."""
 
-    spent = {"binding": 0.0, "timing": 0.0, "digesting": 0.0}   # where a key's seconds go besides building
+    def __init__(self, space: RowSpace):
+        self.space, self.work = space, effort()
+        self.rows = problems(space)
+        self.args = {p: space.scratch(n) for p, n in self.rows.items()}
+        self.samples = {"us": (self.work.large_samples, self.work.large_seconds),
+                        "mid_us": (self.work.small_samples, self.work.small_seconds),
+                        "small_us": (self.work.small_samples, self.work.small_seconds)}
+        self.candidates: list[dict] = []
+        self.launches: dict = {}
+        self.spent = {"building": 0.0, "binding": 0.0, "timing": 0.0, "digesting": 0.0}
+        self.build: dict = {}
 
-    def launcher(cfg, problem):
+    def run(self, tally: dict) -> Tuned:
+        space, started = self.space, time.perf_counter()
+        progress.phase(f"tuning {space.label}: {len(space.shapes)} shapes")
+        self.large(space.shapes)
+        self.small(self.to_time_small())
+        self.everywhere([{**config_of(c), **t} for c in self.near(TOGGLE_SLACK) for t in space.small_batch
+                         if space.applicable(config_of(c), t) == t])
+        # The path runs on configs without the small-batch switches, which are measured above
+        # for the small batches' sake: one of them leading it would keep the path from ever
+        # trying the large problem's own toggles without it.
+        path = config_of(self.choice(self.plain()))
+        for toggle in space.path:
+            if toggle := space.applicable(path, toggle):
+                self.everywhere([{**path, **toggle}])
+            path = config_of(self.choice(self.plain()))
+        best = self.choice(self.candidates)
+        table = {"problems": {p: f"{n}x{space.cols}" for p, n in self.rows.items()},
+                 "candidates": self.candidates, "search": search()}
+        if broken := neutral_but_not_same(self.candidates, space.neutral):
+            table["bit_neutral_changed_bits"] = broken   # a switch called neutral is not: say so
+        batches = [[self.rows["us"], None]] + [
+            [self.rows[p], fastest_of_its_bits(self.candidates, best, p, space.neutral)] for p in ("mid_us", "small_us")]
+        table["seconds"] = round(time.perf_counter() - started, 3)
+        table.update({f"seconds_{part}": round(v, 3) for part, v in self.spent.items()}, timing_tally=dict(tally))
+        if self.build:
+            table["build"] = self.build
+        return Tuned(config_of(best), table, batches)
+
+    def plain(self) -> list[dict]:
+        """The candidates without the small-batch switches."""
+        return [c for c in self.candidates if not any(c.get(s) for t in self.space.small_batch for s in t)]
+
+    def launcher(self, cfg: dict, problem: str):
         k = (repr(sorted(cfg.items())), problem)
-        if k not in launches:
+        if k not in self.launches:
             began = time.perf_counter()
-            launches[k] = space.bind(cfg, args[problem], rows[problem])
-            spent["binding"] += time.perf_counter() - began
-        return launches[k]
+            self.launches[k] = self.space.bind(cfg, self.args[problem], self.rows[problem])
+            self.spent["binding"] += time.perf_counter() - began
+        return self.launches[k]
 
-    def time_on(c: dict, problem: str) -> None:
-        run = launcher(config_of(c), problem)
+    def time_on(self, c: dict, problem: str) -> None:
+        run = self.launcher(config_of(c), problem)
         began = time.perf_counter()
-        c[problem] = measure(run, *samples[problem], space.unrunnable)
-        spent["timing"] += time.perf_counter() - began
+        c[problem] = measure(run, *self.samples[problem], self.space.unrunnable)
+        self.spent["timing"] += time.perf_counter() - began
 
-    building = 0.0
-    build: dict = {}
-
-    def precompile(configs, problems):
-        nonlocal building
-        if space.precompile and configs:
+    def precompile(self, configs: list[dict], on: list[str]) -> None:
+        if self.space.precompile and configs:
             began = time.perf_counter()
-            reported(build, space.precompile(configs, [(args[p], rows[p]) for p in problems]))
-            building += time.perf_counter() - began
+            reported(self.build, self.space.precompile(configs, [(self.args[p], self.rows[p]) for p in on]))
+            self.spent["building"] += time.perf_counter() - began
 
-    def fresh(configs):   # not measured yet, each once
-        out = []
+    def large(self, configs: list[dict]) -> list[dict]:
+        """Each config not measured yet, on the large problem, its bits digested."""
+        fresh: list[dict] = []
         for cfg in configs:
-            if all(config_of(c) != cfg for c in candidates) and cfg not in out:
-                out.append(cfg)
-        return out
-
-    def large(configs) -> list[dict]:
-        configs = fresh(configs)
-        precompile(configs, ["us"])
-        added = []
-        for cfg in configs:
+            if all(config_of(c) != cfg for c in self.candidates) and cfg not in fresh:
+                fresh.append(cfg)
+        self.precompile(fresh, ["us"])
+        for cfg in fresh:
             c = {**cfg, "us": None, "mid_us": None, "small_us": None}
-            time_on(c, "us")
-            run = launcher(cfg, "us")
+            self.time_on(c, "us")
             began = time.perf_counter()
-            c.update(observed(run, args["us"], c["us"] is not None))
-            spent["digesting"] += time.perf_counter() - began
-            candidates.append(c)
-            added.append(c)
-        return added
+            c.update(observed(self.launcher(cfg, "us"), self.args["us"], c["us"] is not None))
+            self.spent["digesting"] += time.perf_counter() - began
+            self.candidates.append(c)
+        return self.candidates[len(self.candidates) - len(fresh):]
 
-    def near(slack: float) -> list[dict]:   # the configs of the bits within slack of the fastest on the large problem
-        on_large = [c for c in candidates if c["us"] is not None]
+    def near(self, slack: float) -> list[dict]:
+        """The configs of the bits within ``slack`` of the fastest on the large problem."""
+        on_large = [c for c in self.candidates if c["us"] is not None]
         if not on_large:
-            raise RuntimeError(f"no config ran for {space.label}: {[config_of(c) for c in candidates]}")
+            raise RuntimeError(f"no config ran for {self.space.label}: {[config_of(c) for c in self.candidates]}")
         fastest = min(c["us"] for c in on_large)
         close = [c for c in on_large if c["us"] <= fastest * (1 + slack)]
-        return [c for c in on_large if any(same_bits(c, n, space.neutral) for n in close)]
+        return [c for c in on_large if any(same_bits(c, n, self.space.neutral) for n in close)]
 
-    def contenders() -> list[dict]:   # toggled: a toggle can move a config by more than SMALL_SLACK
-        return near(TOGGLE_SLACK)
+    def to_time_small(self) -> list[dict]:
+        """choose rates only the bits within SMALL_SLACK (every config, searched exhaustively)."""
+        if self.work.every_problem:
+            return [c for c in self.candidates if c["us"] is not None]
+        return self.near(SMALL_SLACK)
 
-    def to_time_small() -> list[dict]:   # choose rates only the bits within SMALL_SLACK
-        return [c for c in candidates if c["us"] is not None] if work.every_problem else near(SMALL_SLACK)
-
-    def choice(cs: list[dict]) -> dict:   # the small batches first for bits that became choosable
-        small(to_time_small())
-        return choose(cs, space.neutral)
-
-    def small(cs: list[dict]) -> None:
+    def small(self, cs: list[dict]) -> None:
         todo = [c for c in cs if c["us"] is not None and c["mid_us"] is None]
-        precompile([config_of(c) for c in todo], ["mid_us", "small_us"])
+        self.precompile([config_of(c) for c in todo], ["mid_us", "small_us"])
         for c in todo:
-            time_on(c, "mid_us")
-            time_on(c, "small_us")
+            self.time_on(c, "mid_us")
+            self.time_on(c, "small_us")
 
-    def everywhere(configs) -> None:   # on the large problem, then the small ones if it contends
-        added, timed = large(configs), to_time_small()
-        small([c for c in added if any(c is n for n in timed)])
+    def everywhere(self, configs: list[dict]) -> None:
+        """On the large problem, then on the small ones if it contends."""
+        added, timed = self.large(configs), self.to_time_small()
+        self.small([c for c in added if any(c is n for n in timed)])
 
-    large(space.shapes)
-    small(to_time_small())
-    toggled = [{**config_of(c), **t} for c in contenders() for t in space.small_batch
-               if space.applicable(config_of(c), t) == t]
-    everywhere(toggled)
+    def choice(self, cs: list[dict]) -> dict:
+        """choose, the small batches timed first for bits that became choosable."""
+        self.small(self.to_time_small())
+        return choose(cs, self.space.neutral)
 
-    def plain(c):   # without the small-batch switches
-        return not any(c.get(s) for t in space.small_batch for s in t)
-    # The path runs on configs without the small-batch switches, which are measured above
-    # for the small batches' sake: one of them leading it would keep the path from ever
-    # trying the large problem's own toggles without it.
-    path = config_of(choice([c for c in candidates if plain(c)]))
-    for toggle in space.path:
-        toggle = space.applicable(path, toggle)
-        if toggle:
-            everywhere([{**path, **toggle}])
-        path = config_of(choice([c for c in candidates if plain(c)]))
-    best = choice(candidates)
-    table = {"problems": {p: f"{n}x{space.cols}" for p, n in rows.items()},
-             "candidates": candidates, "search": search()}
-    if broken := neutral_but_not_same(candidates, space.neutral):
-        table["bit_neutral_changed_bits"] = broken   # a switch called neutral is not: say so
-    batches = [[rows["us"], None], [rows["mid_us"], fastest_of_its_bits(candidates, best, "mid_us", space.neutral)],
-               [rows["small_us"], fastest_of_its_bits(candidates, best, "small_us", space.neutral)]]
-    table["seconds"] = round(time.perf_counter() - started, 3)
-    table["seconds_building"] = round(building, 3)
-    table.update({f"seconds_{part}": round(v, 3) for part, v in spent.items()}, timing_tally=dict(tally))
-    if build:
-        table["build"] = build
-    del args, launches
-    return _keep(key, entry, Tuned(config_of(best), table, batches), space.device)
+
+def reported(build: dict, report) -> None:
+    """Fold a build step's report into a tuning's ``build``: how the last step built, and
+    every candidate that failed to, across the steps."""
+    if isinstance(report, dict):
+        build["how"] = report.get("how")
+        build.setdefault("failed", []).extend(report.get("failed", []))
 
 
 def _takes_the_tuned_config(rows: int, problems: list[int]) -> bool:
@@ -571,60 +515,52 @@ def family(tuned: Tuned, neutral: tuple[str, ...]) -> list[dict]:
 
 
 def for_batch(tuned: Tuned, key, rows: int, space: RowSpace) -> tuple[dict, dict]:
-    """(config, tuning table) for a batch of ``rows``: a tuning problem's rows, or a batch
-    from BATCH_MEASURED_BELOW of the large problem's rows up to its size, takes the config
-    tuned there (Tuned.for_rows); any other batch the config of the chosen bits fastest on
-    a scratch batch of its own size, then that config with each of ``space.batch``'s
-    alternatives, kept on disk beside the tuner's choice. Only a config that wrote the
-    chosen config's bits there too may serve it: the bits never depend on the batch."""
+    """(config, its measurements) for a batch of ``rows``: a tuning problem's rows, or a
+    batch from BATCH_MEASURED_BELOW of the large problem's rows up to its size, takes the
+    config tuned there (Tuned.for_rows); any other batch the config of the chosen bits
+    fastest on a scratch batch of its own size, then that config with each of
+    ``space.batch``'s alternatives. Only a config that wrote the chosen config's bits there
+    too may serve it: the bits never depend on the batch."""
     problems = [n for n, _ in tuned.batches]
     if not problems or _takes_the_tuned_config(rows, problems):
-        return tuned.for_rows(rows), tuned.table
+        return tuned.for_rows(rows), {}
     members = family(tuned, space.neutral)
     if not members:
-        return tuned.for_rows(rows), tuned.table
+        return tuned.for_rows(rows), {}
     memo = (*key, rows)
-    entry = _entries.get(key)
-    entry = entry and tuning_cache.entry_key(("batch", rows), {"tuning": entry})
-    if memo not in _batch_choices and (kept := tuning_cache.load(entry) if entry else None):
-        try:
-            _batch_choices[memo] = (dict(kept["config"]), {**kept["batch"], "source": "cache",
-                                                           "measured_at": kept["measured_at"]})
-        except (KeyError, TypeError):
-            pass   # kept in another form: measure
     if memo not in _batch_choices:
-        started = time.perf_counter()
-        progress.phase(f"tuning {space.label}: the config of a {rows}-row batch")
-        work = effort()
-        args = space.scratch(rows)
-        measured: list[dict] = []
-        build: dict = {}
+        _batch_choices[memo] = _search_batch(members, rows, space)
+    return _batch_choices[memo]
 
-        def time_each(configs):
-            configs = [cfg for cfg in configs if all(config_of(m) != cfg for m in measured)]
-            if space.precompile and configs:
-                reported(build, space.precompile(configs, [(args, rows)]))
-            for cfg in configs:
-                launch = space.bind(cfg, args, rows)
-                us = measure(launch, work.small_samples, work.small_seconds, space.unrunnable)
-                measured.append({**cfg, "us": us, **observed(launch, args, us is not None)})
 
-        def fastest():   # of those that wrote the chosen config's bits (the one timed first)
-            same = [m for m in measured if m["us"] is not None and m["bits"] == measured[0]["bits"]]
-            if not same:
-                raise RuntimeError(f"the chosen config of {space.label} did not run a batch of {rows} rows: {measured}")
-            return min(same, key=lambda m: m["us"])
+def _search_batch(members: list[dict], rows: int, space: RowSpace) -> tuple[dict, dict]:
+    started = time.perf_counter()
+    progress.phase(f"tuning {space.label}: the config of a {rows}-row batch")
+    work = effort()
+    args = space.scratch(rows)
+    measured: list[dict] = []
+    build: dict = {}
 
-        time_each([config_of(c) for c in members])
-        for alternatives in space.batch:
-            lead = config_of(fastest())
-            time_each([{**lead, **a} for a in alternatives(lead)])
-        best = fastest()
-        config = {**config_of(best), "tuned_for_rows": rows}
-        batch = {"rows": rows, "candidates": measured, "seconds": round(time.perf_counter() - started, 3),
-                 **({"build": build} if build else {})}
-        stamp = tuning_cache.store(entry, {"config": config, "batch": batch},
-                                   machine(space.device))["measured_at"] if entry else None
-        _batch_choices[memo] = (config, {**batch, "source": "measured", "measured_at": stamp})
-    config, batch = _batch_choices[memo]
-    return config, {**tuned.table, "batch": batch}
+    def time_each(configs):
+        configs = [cfg for cfg in configs if all(config_of(m) != cfg for m in measured)]
+        if space.precompile and configs:
+            reported(build, space.precompile(configs, [(args, rows)]))
+        for cfg in configs:
+            launch = space.bind(cfg, args, rows)
+            us = measure(launch, work.small_samples, work.small_seconds, space.unrunnable)
+            measured.append({**cfg, "us": us, **observed(launch, args, us is not None)})
+
+    def fastest():   # of those that wrote the chosen config's bits (the one timed first)
+        same = [m for m in measured if m["us"] is not None and m["bits"] == measured[0]["bits"]]
+        if not same:
+            raise RuntimeError(f"the chosen config of {space.label} did not run a batch of {rows} rows: {measured}")
+        return min(same, key=lambda m: m["us"])
+
+    time_each([config_of(c) for c in members])
+    for alternatives in space.batch:
+        lead = config_of(fastest())
+        time_each([{**lead, **a} for a in alternatives(lead)])
+    best = fastest()
+    batch = {"rows": rows, "candidates": measured, "seconds": round(time.perf_counter() - started, 3),
+             **({"build": build} if build else {})}
+    return {**config_of(best), "tuned_for_rows": rows}, batch

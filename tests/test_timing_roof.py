@@ -76,6 +76,20 @@ def test_roof_follows_the_read_write_mix():
     # three reads per write (the fused chain): halfway between read and copy in time per byte
     gbps, kind = r.for_mix(300, 100)
     assert gbps == pytest.approx(1 / ((1 / 4400 + 1 / 4000) / 2)) and kind == "mix w=0.25"
+    assert r.set_by(300, 100) == []   # no kernel named: none of a kind set it
+
+
+def test_a_measured_mix_is_the_roof_of_its_mix_and_bounds_the_others():
+    """Three reads per write measured (the chain's mix): the chain's roof is that kernel's,
+    and a mix between it and read or copy interpolates from it, not across it."""
+    r = dataclasses.replace(roof(), mix_gbps=4300, mix_kernel="stream mix", read_kernel="stream read",
+                            copy_kernel="copy_")
+    assert r.for_mix(300, 100) == (pytest.approx(4300), "mix w=0.25")
+    assert r.set_by(300, 100) == ["mix by stream mix"]
+    gbps, _ = r.for_mix(700, 100)   # f = 1/8: halfway between read and mix in time per byte
+    assert gbps == pytest.approx(1 / ((1 / 4400 + 1 / 4300) / 2))
+    assert r.set_by(700, 100) == ["read by stream read", "mix by stream mix"]
+    assert r.set_by(100, 100) == ["copy by copy_"] and r.set_by(100, 300) == ["copy by copy_"]
 
 
 @pytest.mark.parametrize("name,gbps", [("NVIDIA H200", 4800), ("NVIDIA H100 80GB HBM3", 3350),
@@ -92,9 +106,10 @@ def test_roof_is_measured_then_cached(tmp_path, monkeypatch):
     first = roofline.get(dev, timer, prov, 1 << 20, 3600, True, budget)
     assert first.source == "measured" and first.copy_gbps > 0 and first.read_gbps > 0
     # every kernel's figure is kept, and the fastest of each kind set the roof
-    assert set(first.kernels) == {"torch.sum", "torch.amax", "copy_", "fill_"}
+    assert set(first.kernels) == {"torch.sum", "torch.amax", "torch.addcmul", "copy_", "fill_"}
     assert first.read_gbps == max(first.kernels[k][0] for k in ("torch.sum", "torch.amax"))
     assert first.read_kernel in ("torch.sum", "torch.amax") and first.copy_kernel == "copy_"
+    assert first.mix_kernel == "torch.addcmul" and first.mix_gbps == first.kernels["torch.addcmul"][0]
     again = roofline.get(dev, timer, prov, 1 << 20, 3600, True, budget)
     assert again.source == "cache" and again.copy_gbps == first.copy_gbps
     fresh = roofline.get(dev, timer, prov, 1 << 20, 0, True, budget)   # max_age 0: stale
@@ -103,7 +118,7 @@ def test_roof_is_measured_then_cached(tmp_path, monkeypatch):
 
 def sustained_roof():
     return dataclasses.replace(roof(), read_kernel="stream", copy_kernel="copy_", copy_sustained_gbps=3800,
-                               read_sustained_gbps=4300, write_sustained_gbps=3300)
+                               read_sustained_gbps=4300, write_sustained_gbps=3300, mix_kernel="stream mix")
 
 
 def test_the_sustained_roof_follows_the_mix_from_its_own_timings():
@@ -116,8 +131,9 @@ def test_the_sustained_roof_follows_the_mix_from_its_own_timings():
 
 
 def test_a_cached_gpu_roof_without_sustained_timings_is_measured_again(tmp_path, monkeypatch):
-    """A roof kept before sustained timing existed would leave every GPU record without its
-    sustained % of roof until the cache aged out: it counts as a miss."""
+    """A roof kept before sustained timing (or the mix's kernels) existed would leave every GPU
+    record without its sustained % of roof (or the mix's roof) until the cache aged out: it
+    counts as a miss."""
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
     prov, dev = {"gpu_name": "GPU", "gpu_uuid": "u", "driver": "d"}, torch.device("cuda")
     old = roof()
@@ -168,24 +184,32 @@ def test_triton_offers_the_roof_streaming_kernels_that_read_and_copy_every_tile_
         "src = torch.randint(0, 8, (8192 * 6,), generator=torch.Generator().manual_seed(3)).float()\n"
         "dst = torch.empty_like(src)\n"
         "every = {}\n"
-        "reads, copies = roofline.framework_kernels({'triton': registry.frameworks()['triton']}, src, dst, every)\n"
+        "reads, mixes, copies = roofline.framework_kernels({'triton': registry.frameworks()['triton']}, src, dst,\n"
+        "                                                  every)\n"
         "assert not every, every\n"
         "assert list(reads) == ['stream read 4096x8w 8/SM', 'stream read 8192x16w 4/SM',\n"
-        "                       'stream read 2048x4w 16/SM'], list(reads)\n"
-        "assert list(copies) == ['stream copy 1024x4w 1/tile', 'stream copy 4096x8w 8/SM',\n"
-        "                        'stream copy 2048x4w 16/SM'], list(copies)\n"
+        "                       'stream read 4096x8w 1/tile'], list(reads)\n"
+        "assert list(mixes) == ['stream mix 1024x4w 1/tile', 'stream mix 2048x4w 1/tile'], list(mixes)\n"
+        "assert list(copies) == ['stream copy 1024x4w 1/tile', 'stream copy 2048x4w 1/tile',\n"
+        "                        'stream copy 4096x8w 1/tile'], list(copies)\n"
         "for name, launch in reads.items():\n"
         "    got = launch().sum().item()\n"
         "    assert got == src.sum().item(), (name, got, src.sum().item())\n"
+        "q = src.numel() // 4\n"
+        "for name, launch in mixes.items():\n"
+        "    dst.fill_(-1)\n"
+        "    launch()\n"
+        "    assert torch.equal(dst[3 * q:], src[:q] + src[q:2 * q] * src[2 * q:3 * q]), name\n"
+        "    assert (dst[:3 * q] == -1).all(), name\n"
         "for name, launch in copies.items():\n"
         "    dst.fill_(-1)\n"
         "    launch()\n"
         "    assert torch.equal(dst, src), name\n"
-        "print('ok', len(reads), len(copies))\n")
+        "print('ok', len(reads), len(mixes), len(copies))\n")
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
                           cwd=Path(__file__).resolve().parent.parent)
-    assert proc.returncode == 0 and proc.stdout.startswith("ok 3 3"), proc.stderr[-2000:]
+    assert proc.returncode == 0 and proc.stdout.startswith("ok 3 2 3"), proc.stderr[-2000:]
 
 
 def test_a_roof_kernel_that_cannot_run_is_left_out_and_says_why():
@@ -224,18 +248,18 @@ def test_the_roof_times_every_framework_s_kernels_and_says_why_one_is_missing():
     def copy():
         pass
     every = {}
-    readers, copiers = roofline.framework_kernels(
+    readers, mixers, copiers = roofline.framework_kernels(
         {"fast": OffersRoofKernels({"read": {"stream read 4096x8w": read}, "copy": {"stream copy 1024x4w": copy}}),
          "none": OffersRoofKernels(),
          "absent": OffersRoofKernels(missing="No module named 'absent'")},
         torch.ones(8), torch.empty(8), every)
-    assert readers == {"stream read 4096x8w": read} and copiers == {"stream copy 1024x4w": copy}
+    assert readers == {"stream read 4096x8w": read} and copiers == {"stream copy 1024x4w": copy} and mixers == {}
     assert every == {"absent roof kernels": "not timed: No module named 'absent'"}
 
 
 @pytest.mark.parametrize("offered, message", [
     ({"read": {"torch.sum": lambda: None}}, "['torch.sum'] have names already taken"),
-    ({"write": {"stream write": lambda: None}}, "kind 'write'; the kinds are read and copy"),
+    ({"write": {"stream write": lambda: None}}, "kind 'write'; the kinds are read, mix and copy"),
 ])
 def test_a_framework_s_roof_kernel_needs_a_known_kind_and_a_name_of_its_own(offered, message):
     """torch's kernels are the roof's floor and the roof names the kernel that set it: a

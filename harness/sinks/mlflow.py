@@ -6,8 +6,7 @@
                         ``gbps_C<cols>``) with step = compulsory bytes, so a chart of that
                         metric draws GB/s against size, one line per implementation
         case run        one per record: params op/impl/variant/dtype/shape, the impl's
-                        launch config as config.<key>, the tuner's table as ``tuning``
-                        (JSON); metrics gbps, pct_roof, median_us, errors...; tags
+                        launch config as config.<key> (its source too); metrics gbps, pct_roof, median_us, errors...; tags
                         status, gpu, record_id
 
 Filter with e.g. ``params.op = 'rmsnorm' and tags.gpu = 'NVIDIA H200'``.
@@ -21,7 +20,6 @@ so a run never hangs on it; the records stay in results.jsonl for ``harness-uplo
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
@@ -358,9 +356,6 @@ class MlflowLogger:
                   "bytes_read": r.bytes_read, "bytes_written": r.bytes_written,
                   **{f"op.{k}": v for k, v in (r.params or {}).items()}}
         params.update({f"config.{k}": v for k, v in (r.impl_config or {}).items()})
-        if r.tuning:
-            table = json.dumps(r.tuning, separators=(",", ":"))
-            params["tuning"] = table if len(table) <= MAX_PARAM else f"{len(table)} characters: in results.jsonl"
         if len(r.shape) == 2:
             params.update(rows=r.shape[0], cols=r.shape[1])
         else:

@@ -1,38 +1,23 @@
 """What every framework's launchers share: the launch configuration carried on the launcher,
-so that each record shows what ran and what the tuner chose it from; the 1-D kernels' config
-space, grid and tuning; and the row tuner's scratch problems.
+so that each record shows what ran and where its config came from; the 1-D kernels' config
+space, rule and grid; and the row tuner's scratch problems.
 
 A 1-D config is (threads per block, blocks per SM); ``per_sm`` 0 means enough blocks for one
 pass over the data (no grid-stride loop). The kernels take it at launch, so trying a config
 costs a timing, not a build."""
 
-import os
-
-# The most builds a framework runs at once, in threads or processes (Triton's candidates:
-# launch.build_all, pool.py): a tuning step builds up to ~20 candidates, so more would
-# mostly wait; fewer where this process may run on fewer cores (its CPU affinity: a
-# container's, Slurm's or taskset's share, which os.cpu_count does not see).
-MAX_BUILDS = 16
-
-
-def builds_at_once() -> int:
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:   # no affinity on this platform
-        cores = os.cpu_count() or 1
-    return max(1, min(MAX_BUILDS, cores))
-
-
 # 1024 or 2048 resident threads per SM (the H100/H200 hold 2048), or one pass over the data.
+# RULE, where no table holds a kernel: 256 threads, one pass over the data (no grid-stride
+# loop), what the tables chose for most elementwise kernels at 2^28 elements on the H100.
+RULE = dict(threads=256, per_sm=0)
 CANDIDATES = [dict(threads=t, per_sm=p) for t, p in ((256, 4), (256, 8), (512, 2), (512, 4), (1024, 1), (1024, 2),
                                                      (256, 0), (512, 0))]
 
 
-def configured(launch, config: dict, tuning: dict | None = None):
-    """Attach the launch configuration (and the tuner's table) to a launcher: the record
-    shows what ran and what it was chosen from."""
+def configured(launch, config: dict):
+    """Attach the launch configuration to a launcher: the record shows what ran and where
+    the config came from (its ``source``)."""
     launch.config = dict(config)
-    launch.tuning = dict(tuning or {})
     return launch
 
 
@@ -54,17 +39,21 @@ def with_grid(launch, **grid):
     return launch
 
 
-def tuned(key: tuple, label: str, make, device, fingerprint: dict, candidates: list[dict] = CANDIDATES,
-          unrunnable: tuple = ()):
-    """The launcher ``make(config)`` builds for the config harness.tuner finds fastest for
-    ``key`` (kept on disk with ``fingerprint``: the kernel's source, the space, the versions),
-    with the config, its grid and the tuner's table attached. ``key`` starts with the
-    framework's name: the tuner keeps a process's choices by key, and another framework's
-    kernel of the same op and size must not take this one's config."""
-    from harness import tuner
-    choice = tuner.tune(key, candidates, make, label, fingerprint, device, unrunnable=unrunnable)
+def chosen(kernel: str, n: int, dtype, make, device, candidates: list[dict] = CANDIDATES, rule: dict | None = None,
+           unrunnable: tuple = ()):
+    """The launcher ``make(config)`` builds for the config harness.configs gives ``kernel``
+    (its framework, op and variant) at ``n`` elements: this GPU's table's, else ``rule``
+    (default RULE); the config, its grid and its source attached. harness-tune searches
+    ``candidates``."""
+    from harness import configs, tuner
+
+    def check(config):
+        if configs.launchable(config) not in candidates:
+            raise ValueError(f"{config} is not among this kernel's configs")
+    choice = configs.config_for(kernel, n, dtype, None, device, rule or RULE, check,
+                                space=lambda: tuner.Candidates(f"{kernel} {n} {dtype}", candidates, make, unrunnable))
     launch = make(choice.config)
-    return configured(launch, {**choice.config, **getattr(launch, "grid", {})}, choice.table)
+    return configured(launch, {**choice.config, **getattr(launch, "grid", {}), "source": choice.source})
 
 
 def scratch(cols: int, dtype, device, row_operands: int, weights: int):

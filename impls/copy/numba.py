@@ -5,7 +5,7 @@ import torch
 from numba import cuda
 
 from harness.registry import impl
-from impls._frameworks.numba.launch import blocks_for, tuned, with_grid
+from impls._frameworks.numba.launch import blocks_for, chosen, with_grid
 from impls._frameworks.numba.runtime import Launch, view
 
 WORDS = {8: torch.int64, 4: torch.int32, 2: torch.int16}
@@ -49,4 +49,4 @@ def bind(x, out):
         blocks = blocks_for(n, config, x.device)
         return with_grid(Launch(_copy, blocks, config["threads"], (xs, ys, n), device=x.device), blocks=blocks,
                          word_bytes=size)
-    return tuned(("numba", "copy", x.dtype, x.numel(), size), f"copy {x.dtype} {x.numel()}", make, x.device)
+    return chosen("copy -", x.numel(), x.dtype, make, x.device)

@@ -21,4 +21,4 @@ def _copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr, LOAD: tl.constexpr, STORE: tl.co
 
 @impl("copy", "triton")
 def bind(x, out):
-    return launch_1d(_copy, (x, out), x.numel(), ("copy", x.dtype, x.numel()), x.device)
+    return launch_1d(_copy, (x, out), x.numel(), "copy -", x.device)

@@ -238,14 +238,14 @@ def layernorm_launcher(x, weight, bias, eps, out, variant: str):
 
     # The negative control runs the two-pass kernel's config: its speed is not the point.
     tuned_as = VARIANTS["two_pass"] if code == VARIANTS["naive"] else code
-    cfg, table = row_choice(("layernorm", tuned_as, cols), rows, cols, block, on_chip, x.dtype, x.device,
-                            scratch, lambda cfg, args, n: bind(cfg, args, n, tuned_as),
-                            options=(*ROW_OPTIONS, "reload", "looped_early", "predicated") if on_chip else (),
-                            kernel=_layernorm)
+    cfg = row_choice(("layernorm", "two_pass" if tuned_as == VARIANTS["two_pass"] else variant), rows, cols, block,
+                     on_chip, x.dtype, x.device, scratch, lambda cfg, args, n: bind(cfg, args, n, tuned_as),
+                     options=(*ROW_OPTIONS, "reload", "looped_early", "predicated") if on_chip else (),
+                     kernel=_layernorm)
     config = row_config(cfg, block, on_chip)
     if tuned_as != code:
         config["tuned_as"] = "two_pass"
-    return configured(bind(cfg, (x, weight, bias, out), rows), config, table)
+    return configured(bind(cfg, (x, weight, bias, out), rows), config)
 
 @impl("layernorm", "triton", variant="welford")
 def bind_welford(x, weight, bias, eps, out):

@@ -122,9 +122,9 @@ def rmsnorm_launcher(x, weight, eps, out):
         xs = torch.randn(n_rows, cols, device=x.device).to(x.dtype)
         return xs, weight, torch.empty_like(xs)
 
-    cfg, table = row_choice(("rmsnorm", cols), rows, cols, block, on_chip, x.dtype, x.device, scratch, bind,
-                            options=(*ROW_OPTIONS, "looped_early") if on_chip else (), kernel=_rmsnorm)
-    return configured(bind(cfg, (x, weight, out), rows), row_config(cfg, block, on_chip), table)
+    cfg = row_choice(("rmsnorm", "-"), rows, cols, block, on_chip, x.dtype, x.device, scratch, bind,
+                     options=(*ROW_OPTIONS, "looped_early") if on_chip else (), kernel=_rmsnorm)
+    return configured(bind(cfg, (x, weight, out), rows), row_config(cfg, block, on_chip))
 
 
 @impl("rmsnorm", "triton")

@@ -8,11 +8,12 @@ import torch
 from harness.registry import impl
 from impls._frameworks._launch import configured, scratch
 from impls._frameworks.cuda import build
-from impls._frameworks.cuda.launch import CANDIDATES, blocks_for, tuned, with_grid
+from impls._frameworks.cuda.launch import blocks_for, chosen, with_grid
 from impls._frameworks.cuda.rows import launch_args, row_launcher
 from impls.rmsnorm.cuda import bind_tuned as rmsnorm_tuned
 
 SILU, MUL, ADD = 0, 1, 2
+STEPS = {SILU: "silu", MUL: "mul", ADD: "add"}   # the unfused steps' kernels, as the config tables name them
 
 
 @impl("rmsnorm_silu_mul_add", "cuda", variant="fused")
@@ -38,8 +39,7 @@ def bind_unfused(x, weight, u, r, eps, out):
             blocks = blocks_for(a.numel(), a.element_size(), config, a.device)
             return with_grid(lambda: ops.rmsnorm_silu_mul_add_step(a, b, y, code, config["threads"], blocks),
                              blocks=blocks)
-        return tuned(("cuda", "chain step", code, a.dtype, a.numel()), f"chain step {code} {a.dtype} {a.numel()}",
-                     make, a.device, CANDIDATES)
+        return chosen(f"rmsnorm_silu_mul_add {STEPS[code]}", a.numel(), a.dtype, make, a.device)
     silu, mul, add = step(SILU, normed, normed, activated), step(MUL, activated, u, product), step(ADD, product, r, out)
 
     def launch():

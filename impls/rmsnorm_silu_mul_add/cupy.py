@@ -39,7 +39,7 @@ def bind_fused(x, weight, u, r, eps, out):
 
 
 def _step(code: str, a: torch.Tensor, b: torch.Tensor, y: torch.Tensor):
-    """The tuned launcher of chain_step ``code`` (SILU, MUL, ADD: rmsnorm_silu_mul_add.cuh):
+    """The launcher of chain_step ``code`` (SILU, MUL, ADD: rmsnorm_silu_mul_add.cuh):
     y = silu(a), a·b or a + b, one element at a time on a grid-stride loop."""
     name = f"hk::chain_step<{kernels.TYPES[a.dtype]}, hk::{code}>"
     kernel = kernels.functions("rmsnorm_silu_mul_add", [name])[name]
@@ -48,8 +48,7 @@ def _step(code: str, a: torch.Tensor, b: torch.Tensor, y: torch.Tensor):
     def make(config):
         return launch.raw_launcher(kernel, blocks_for(a.numel(), a.element_size(), config, a.device),
                                    config["threads"], args)
-    return launch.tuned(("chain step", code, a.dtype, a.numel()), f"chain step {code} {a.dtype} {a.numel()}", make,
-                        a.device)
+    return launch.chosen(f"rmsnorm_silu_mul_add {code.lower()}", a.numel(), a.dtype, make, a.device)
 
 
 @impl("rmsnorm_silu_mul_add", "cupy", variant="unfused")

@@ -14,7 +14,7 @@ from impls._frameworks._launch import configured, scratch
 from impls._frameworks.numba.device import (CHUNK, chunk_load, chunk_store, end_element, flat_span, inlined, load,
                                             per_word, row_silu, silu, store)
 from impls._frameworks.numba.launch import CHUNKS as FLAT_CHUNKS
-from impls._frameworks.numba.launch import blocks_for, tuned, with_grid
+from impls._frameworks.numba.launch import blocks_for, chosen, with_grid
 from impls._frameworks.numba.rowchunks import (CACHED, KEPT, chunk_words, put_chunk, refetch_step, row_setup,
                                                row_words, step_of, step_value, value_of, width)
 from impls._frameworks.numba.rows import (CHUNKS, KEEPS, MAX_CHUNK, STEP_MAX, STEP_WORDS, launch,
@@ -24,6 +24,7 @@ from impls.rmsnorm.numba import bind as rmsnorm_bind
 from impls.rmsnorm.numba import row_rstd
 
 SILU, MUL, ADD = 0, 1, 2
+STEPS = {SILU: "silu", MUL: "mul", ADD: "add"}   # the unfused steps' kernels, as the config tables name them
 # The output pass takes a step's chunks of x (kept from the first pass where one step covers
 # the row) a part at a time: u and r for a part's chunks (one of a 16-bit type, two of fp32:
 # 8 values of each, as words) beside x's step stay in registers; a whole step of u and r at
@@ -159,8 +160,7 @@ def bind_unfused(x, weight, u, r, eps, out):
             blocks = blocks_for(n, config, a.device)
             return with_grid(Launch(_step, blocks, config["threads"], (*views, phase, n, operation), device=a.device),
                              blocks=blocks, word_phase=phase)
-        return tuned(("numba", "chain step", operation, a.dtype, n), f"chain step {operation} {a.dtype} {n}", make,
-                     a.device)
+        return chosen(f"rmsnorm_silu_mul_add {STEPS[operation]}", n, a.dtype, make, a.device)
     silu_step, mul, add = step(SILU, normed, normed, activated), step(MUL, activated, u, product), \
         step(ADD, product, r, out)
 

@@ -179,10 +179,9 @@ def bind_fused(x, weight, u, r, eps, out):
         xs = torch.randn(n_rows, cols, device=x.device).to(x.dtype)
         return xs, torch.randn_like(xs), torch.randn_like(xs), torch.empty_like(xs)
 
-    cfg, table = row_choice(("rmsnorm_silu_mul_add", cols), rows, cols, block, on_chip, x.dtype, x.device,
-                            scratch, bind, options=("early", "ordered", "looped", "looped_early") if on_chip else (),
-                            kernel=_fused)
-    return configured(bind(cfg, (x, u, r, out), rows), row_config(cfg, block, on_chip), table)
+    cfg = row_choice(("rmsnorm_silu_mul_add", "fused"), rows, cols, block, on_chip, x.dtype, x.device, scratch, bind,
+                     options=("early", "ordered", "looped", "looped_early") if on_chip else (), kernel=_fused)
+    return configured(bind(cfg, (x, u, r, out), rows), row_config(cfg, block, on_chip))
 
 
 @impl("rmsnorm_silu_mul_add", "triton", variant="unfused")
@@ -190,10 +189,9 @@ def bind_unfused(x, weight, u, r, eps, out):
     normed, activated, product = (torch.empty_like(x) for _ in range(3))
     n = x.numel()
     norm = rmsnorm_launcher(x, weight, eps, normed)
-    key = ("pointwise", x.dtype, n)
-    silu = launch_1d(_pointwise, (normed, normed, activated), n, key + (0,), x.device, {"OP": 0})
-    mul = launch_1d(_pointwise, (activated, u, product), n, key + (1,), x.device, {"OP": 1})
-    add = launch_1d(_pointwise, (product, r, out), n, key + (2,), x.device, {"OP": 2})
+    silu = launch_1d(_pointwise, (normed, normed, activated), n, "rmsnorm_silu_mul_add silu", x.device, {"OP": 0})
+    mul = launch_1d(_pointwise, (activated, u, product), n, "rmsnorm_silu_mul_add mul", x.device, {"OP": 1})
+    add = launch_1d(_pointwise, (product, r, out), n, "rmsnorm_silu_mul_add add", x.device, {"OP": 2})
 
     def launch():
         norm()

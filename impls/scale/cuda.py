@@ -6,7 +6,7 @@
 from harness.registry import impl
 from impls._frameworks._launch import configured
 from impls._frameworks.cuda import build
-from impls._frameworks.cuda.launch import NAIVE_THREADS, blocks_for, tuned, with_grid
+from impls._frameworks.cuda.launch import NAIVE_THREADS, blocks_for, chosen, with_grid
 
 
 @impl("scale", "cuda", variant="naive")
@@ -23,4 +23,4 @@ def bind_vector(x, a, out):
     def make(config):
         threads, blocks = config["threads"], blocks_for(x.numel(), x.element_size(), config, x.device)
         return with_grid(lambda: ops.scale(x, a, out, False, threads, blocks), blocks=blocks)
-    return tuned(("cuda", "scale", x.dtype, x.numel()), f"scale {x.dtype} {x.numel()}", make, x.device)
+    return chosen("scale vector", x.numel(), x.dtype, make, x.device)

@@ -8,7 +8,7 @@ from numba import cuda, float32
 
 from harness.registry import impl
 from impls._frameworks.numba.device import CHUNK, chunk_load, chunk_store, end_element, flat_span, load, per_word, store
-from impls._frameworks.numba.launch import CHUNKS, UNROLL, blocks_for, tuned, with_grid
+from impls._frameworks.numba.launch import CHUNKS, UNROLL, blocks_for, chosen, with_grid
 from impls._frameworks.numba.runtime import Launch, flat_words
 
 
@@ -49,4 +49,4 @@ def bind(x, a, out):
         blocks = blocks_for(n, config, x.device)
         return with_grid(Launch(_scale, blocks, config["threads"], (xs, xw, ys, yw, phase, a32, n), device=x.device),
                          blocks=blocks, word_phase=phase)
-    return tuned(("numba", "scale", x.dtype, n), f"scale {x.dtype} {n}", make, x.device)
+    return chosen("scale -", n, x.dtype, make, x.device)

@@ -124,12 +124,13 @@ def softmax_launcher(x, out, variant: str):
         xs = torch.randn(n_rows, cols, device=x.device).to(x.dtype)
         return xs, torch.empty_like(xs)
 
-    cfg, table = row_choice(("softmax", code, cols), rows, cols, block, code == 0, x.dtype, x.device,
-                            scratch, bind, max_rows=1, kernel=_softmax)
-    config = {**cfg, "BLOCK": block, "variant_run": [k for k, v in VARIANTS.items() if v == code][0]}
+    ran = [k for k, v in VARIANTS.items() if v == code][0]
+    cfg = row_choice(("softmax", ran), rows, cols, block, code == 0, x.dtype, x.device, scratch, bind, max_rows=1,
+                     kernel=_softmax)
+    config = {**cfg, "BLOCK": block, "variant_run": ran}
     if note:
         config["note"] = note
-    return configured(bind(cfg, (x, out), rows), config, table)
+    return configured(bind(cfg, (x, out), rows), config)
 
 
 @impl("softmax", "triton", variant="on_chip")

@@ -1,16 +1,13 @@
-"""The row kernels' configs (rows.cuh), chosen through harness.tuner's row search.
+"""The row kernels' configs (rows.cuh): this GPU's table's (harness.configs), else the rule.
 
 A config is (``group``: threads per row, a power of two from 4 to 1024; ``packs``: 16-byte
 packs each thread keeps in registers, 0 to read the row again from L2; ``threads``: per
 block, so a block holds threads / group rows; ``trip``, a looped row's only (packs 0): the
 packs a thread reads a trip, 1, 2 or 4). Only ``group`` decides a row's bits; packs, threads
 and trip are bit-neutral (rows.cuh), and the tuner checks that by digest. The bits are
-chosen once per (op, variant, row length, dtype), on the tuner's scratch problems, whatever
-the batch: batch invariance. CuPy's raw variants run the same kernels with the same configs
-(choose_for, check)."""
-from harness import tuner
+chosen once per (op, variant, row length, dtype), whatever the batch: batch invariance.
+CuPy's raw variants run the same kernels with the same configs (choose_for, check)."""
 from impls._frameworks._launch import configured
-from impls._frameworks.cuda import launch
 
 NEUTRAL = ("packs", "threads", "trip")
 MAX_KEPT = 8            # packs a thread keeps in registers: 32 registers of data
@@ -118,37 +115,62 @@ def check(rows: int, cols: int, config: dict, itemsize: int, label: str) -> None
         raise ValueError(f"{label}: no rows")
 
 
-def choose_for(framework: str, title: str, fingerprint, unrunnable_errors: tuple, key: tuple, label: str, cols: int,
-               dtype, device, rows: int, scratch, bind, kept: bool = True, looped: bool = True) -> tuple[dict, dict]:
-    """(config, tuning table) for a batch of ``rows``: the bits once per ``key`` (tune_rows),
-    then the batch's own config of those bits (for_batch). ``scratch(rows)``: arguments for a
-    batch (the output last); ``bind(config, args, rows)``: a launcher. ``framework`` starts the
-    tuner's key (each framework's build of these kernels keeps its own choice), ``title`` its
-    label; ``fingerprint(space)`` what the choice depends on besides."""
+def rule(cols: int, itemsize: int, kept: bool = True, looped: bool = True) -> dict:
+    """The config where no table holds the row length: the row kept in registers at up to 4
+    packs a thread (16 registers of data, room for 8 blocks of 256 an SM), on the fewest
+    threads that hold it; a row too long for that, or a kernel that cannot keep it, read
+    again on 512 threads a row, 2 packs a trip."""
+    space = configs(cols, itemsize, kept, looped)
+    held = [c for c in space if 0 < c["packs"] <= 4]
+    if held:
+        return min(held, key=lambda c: c["group"])
+    again = [c for c in space if c["packs"] == 0]
+    if again:
+        return min(again, key=lambda c: (abs(c["group"] - MAX_LOOPED_GROUP), abs(c["trip"] - 2)))
+    return space[-1]
+
+
+def choose_for(framework: str, title: str, unrunnable_errors: tuple, key: tuple, label: str, cols: int, dtype,
+               device, rows: int, scratch, bind, kept: bool = True, looped: bool = True) -> dict:
+    """The config for a batch of ``rows`` (harness.configs: this GPU's table, else ``rule``),
+    its source in it. ``scratch(rows)``: arguments for a batch (the output last); ``bind(config,
+    args, rows)``: a launcher. ``framework`` and ``key`` (op, variant) name the kernel in the
+    table (each framework's build of these kernels has entries of its own), ``title`` its
+    label."""
+    from harness import configs as tables
+    from harness import tuner
     space = configs(cols, dtype.itemsize, kept, looped)
     if not space:
         raise ValueError(f"{title} {label}: no config holds a row of {cols} elements "
                          f"({'in registers' if not looped else 'at all'})")
-    key = (framework, *key, cols, str(dtype))
-    row_space = tuner.RowSpace(label=f"{title} {label} for {cols}-column rows ({str(dtype).replace('torch.', '')})",
-                               cols=cols, shapes=space, scratch=scratch, bind=bind, row_bytes=cols * dtype.itemsize,
-                               neutral=NEUTRAL, fingerprint=fingerprint(space), device=device,
-                               unrunnable=unrunnable_errors)
-    tuned = tuner.tune_rows(key, row_space)
-    return tuner.for_batch(tuned, key, rows, row_space)
+
+    def check(config):
+        if config not in space:
+            raise ValueError(f"{config} is not among this kernel's configs for {cols}-column rows")
+
+    def search_space():
+        return tuner.RowSpace(label=f"{title} {label} for {cols}-column rows ({str(dtype).replace('torch.', '')})",
+                              cols=cols, shapes=space, scratch=scratch, bind=bind, row_bytes=cols * dtype.itemsize,
+                              neutral=NEUTRAL, device=device, unrunnable=unrunnable_errors)
+    choice = tables.config_for(" ".join((framework, *key)), cols, dtype, rows, device,
+                                rule(cols, dtype.itemsize, kept, looped), check, search_space)
+    return {**choice.config, "source": choice.source}
 
 
 def choose(key: tuple, label: str, cols: int, dtype, device, rows: int, scratch, bind, kept: bool = True,
-           looped: bool = True) -> tuple[dict, dict]:
+           looped: bool = True) -> dict:
     """choose_for the CUDA extension's build of the row kernels."""
-    return choose_for("cuda", "CUDA", launch.fingerprint, unrunnable(), key, label, cols, dtype, device, rows,
-                      scratch, bind, kept, looped)
+    return choose_for("cuda", "CUDA", unrunnable(), key, label, cols, dtype, device, rows, scratch, bind, kept, looped)
 
 
 def row_launcher(key: tuple, label: str, inputs: tuple, scratch, bind, kept: bool = True, looped: bool = True):
-    """The launcher of ``bind(config, inputs, rows)`` for the tuned config of this batch, with
-    the config and the tuning table attached; ``inputs[0]`` is x, ``inputs[-1]`` the output."""
+    """The launcher of ``bind(config, inputs, rows)`` for this batch's config, the config
+    (with its source) attached; ``inputs[0]`` is x, ``inputs[-1]`` the output."""
     x = inputs[0]
     rows, cols = x.shape
-    config, table = choose(key, label, cols, x.dtype, x.device, rows, scratch, bind, kept, looped)
-    return configured(bind(config, inputs, rows), config, table)
+    config = choose(key, label, cols, x.dtype, x.device, rows, scratch, bind, kept, looped)
+    return configured(bind(without_source(config), inputs, rows), config)
+
+
+def without_source(config: dict) -> dict:
+    return {k: v for k, v in config.items() if k != "source"}

@@ -17,12 +17,8 @@ from impls._frameworks._launch import CANDIDATES
 from impls._frameworks.cuda.launch import blocks_for
 from impls._frameworks.cupy import interop, kernels
 
+RAW = {"copy": "raw", "scale": "raw"}   # the elementwise ops' variant name (their kernels' in the config tables)
 FINISH_THREADS = 1024   # reduce_1d.cuh's FINISH_THREADS: reduce_finish's one block
-
-
-def fingerprint(space: list[dict]) -> dict:
-    import cupy
-    return {"kernel": kernels.source_hash(), "space": space, "cupy": cupy.__version__}
 
 
 def unrunnable() -> tuple:
@@ -32,10 +28,9 @@ def unrunnable() -> tuple:
     return (cupy.cuda.driver.CUDADriverError,)
 
 
-def tuned(key: tuple, label: str, make, device, candidates: list[dict] = CANDIDATES):
-    """_launch.tuned for CuPy's build of the kernels (``key`` starts with "cupy")."""
-    return _launch.tuned(("cupy", *key), f"CuPy {label}", make, device, fingerprint(candidates), candidates,
-                         unrunnable=unrunnable())
+def chosen(kernel: str, n: int, dtype, make, device, candidates: list[dict] = CANDIDATES):
+    """_launch.chosen for CuPy's build of the kernels (``kernel`` without "cupy")."""
+    return _launch.chosen(f"cupy {kernel}", n, dtype, make, device, candidates, unrunnable=unrunnable())
 
 
 def raw_launcher(kernel, grid: int, block: int, args: tuple, **grid_info):
@@ -94,7 +89,7 @@ def elementwise(op: str, functor: str, functor_bytes, x: torch.Tensor, out: torc
     def make(config):
         blocks = blocks_for(n, x.element_size(), config, x.device)
         return raw_launcher(kernel, blocks, config["threads"], (xs, ys, *shape, functor_bytes), path=kind)
-    return tuned((op, x.dtype, n, kind), f"{op} {x.dtype} {n}", make, x.device)
+    return chosen(f"{op} {RAW[op]} {kind}", n, x.dtype, make, x.device)
 
 
 # --- reduce_1d.cuh (host.cuh's launch_reduce_1d) ------------------------------------------------
@@ -138,4 +133,4 @@ def reduce_1d(op: str, variant: str, x: torch.Tensor, out: torch.Tensor):
         launch.scratch = scratch   # alive as long as the launcher
         launch.grid = {"blocks": blocks}
         return launch
-    return tuned((op, variant, x.dtype, n), f"{op} {variant} {x.dtype} {n}", make, x.device)
+    return chosen(f"{op} {variant}", n, x.dtype, make, x.device)

@@ -1,5 +1,5 @@
 """The raw variants' row kernels: the CUDA extension's (rows.cuh and each op's header, compiled
-by kernels.py), with the CUDA framework's configs and checks (cuda/rows.py), the config tuned
+by kernels.py), with the CUDA framework's configs and checks (cuda/rows.py), the config
 for CuPy's own build, on the current PyTorch stream.
 
 A row kernel is named by a template with ``{T}`` (the storage type), ``{P}`` (the packs a thread
@@ -59,7 +59,7 @@ def row_launcher(op: str, key: tuple, label: str, template: str, inputs: tuple, 
 
     row_operands = len(inputs) - 2 - weights
     problems = scratch(cols, x.dtype, x.device, 1 + row_operands, weights)
-    config, table = cuda_rows.choose_for("cupy", "CuPy", launch.fingerprint, launch.unrunnable(), key, label, cols,
-                                         x.dtype, x.device, n_rows, problems, bind, kept, looped)
-    launcher = bind(config, inputs, n_rows)
-    return configured(launcher, {**config, **launcher.grid}, table)
+    config = cuda_rows.choose_for("cupy", "CuPy", launch.unrunnable(), key, label, cols, x.dtype, x.device, n_rows,
+                                  problems, bind, kept, looped)
+    launcher = bind(cuda_rows.without_source(config), inputs, n_rows)
+    return configured(launcher, {**config, **launcher.grid})

@@ -1,5 +1,5 @@
-"""The row kernels' configs (softmax, the norms, the chain), chosen through harness.tuner's
-row search.
+"""The row kernels' configs (softmax, the norms, the chain): this GPU's table's
+(harness.configs), else the rule.
 
 A row belongs to a *group* of ``group`` threads (a power of two, 1 to 1024); a row is cut into
 chunks of 16 bytes, ``chunk`` consecutive columns (8 of a 16-bit type, 4 of fp32: columns
@@ -21,15 +21,13 @@ the group covers the row: its values stay in registers between the passes, no ca
 second read; where one step of the group covers the row, but for the one alternative
 ``configs`` offers) and ``whole`` change no bit. Each
 keep (``keep``: KEPT, CACHED, READ) and ``whole`` is a kernel of its own, compiled for it.
-The group is chosen once per (op, variant, row length, dtype), on the tuner's scratch
-problems, whatever the batch: batch invariance.
+The group is chosen once per (op, variant, row length, dtype), whatever the batch: batch
+invariance.
 
 Under the simulator nothing is timed: the group follows the row length alone (about
 SIM_PER_THREAD columns a thread, at most SIM_MAX_GROUP threads), which covers every path of
 the reductions on the tests' sizes: one thread a row, part of a warp, and several warps."""
-from harness import tuner
 from impls._frameworks._launch import configured
-from impls._frameworks.numba.launch import fingerprint
 from impls._frameworks.numba.runtime import SIMULATED, Launch, TooManyThreads, word_views
 
 CHUNKS = 4                    # chunks (of 16 bytes) in flight per thread per step
@@ -186,8 +184,8 @@ def launch(kernels: dict, variant: tuple, config: dict, tensors: tuple, rows: in
 
 
 def row_launcher(key: tuple, label: str, inputs: tuple, scratch, bind, cacheable: bool, keeps: tuple = tuple(KEEPS)):
-    """The launcher of ``bind(config, inputs, rows)`` for this batch's config of the group
-    tuned for the row length and dtype, with the config and the tuning table attached;
+    """The launcher of ``bind(config, inputs, rows)`` for this batch's config (harness.configs:
+    this GPU's table's, else ``rule``), with the config and its source attached;
     ``inputs[0]`` is x, ``inputs[-1]`` the output; ``keeps``: the keeps the variant has a
     kernel for (rows.check's)."""
     x = inputs[0]
@@ -198,15 +196,29 @@ def row_launcher(key: tuple, label: str, inputs: tuple, scratch, bind, cacheable
     if SIMULATED:
         config = sim_config(cols, cacheable, x.element_size(), keeps)
         return configured(bind(config, inputs, rows), {**config, "whole": whole(inputs, cols), "simulated": True})
+    from harness import configs as tables
+    from harness import tuner
     space = configs(cols, cacheable, x.element_size(), keeps)
-    key = ("numba", *key, cols, str(x.dtype))
-    row_space = tuner.RowSpace(label=f"Numba {label} for {cols}-column rows ({str(x.dtype).replace('torch.', '')})",
-                               cols=cols, shapes=space, scratch=scratch, bind=bind, row_bytes=cols * x.element_size(),
-                               neutral=NEUTRAL, fingerprint=fingerprint(space), device=x.device,
-                               unrunnable=(TooManyThreads,))
-    tuned = tuner.tune_rows(key, row_space)
-    config, table = tuner.for_batch(tuned, key, rows, row_space)
-    return configured(bind(config, inputs, rows), {**config, "whole": whole(inputs, cols)}, table)
+
+    def check(config):
+        if config not in space:
+            raise ValueError(f"{config} is not among this kernel's configs for {cols}-column rows")
+
+    def search_space():
+        return tuner.RowSpace(label=f"Numba {label} for {cols}-column rows ({str(x.dtype).replace('torch.', '')})",
+                              cols=cols, shapes=space, scratch=scratch, bind=bind, row_bytes=cols * x.element_size(),
+                              neutral=NEUTRAL, device=x.device, unrunnable=(TooManyThreads,))
+    kernel = " ".join(("numba", *key, *(("-",) if len(key) == 1 else ())))
+    choice = tables.config_for(kernel, cols, x.dtype, rows, x.device, rule(space), check, search_space)
+    return configured(bind(choice.config, inputs, rows),
+                      {**choice.config, "whole": whole(inputs, cols), "source": choice.source})
+
+
+def rule(space: list[dict]) -> dict:
+    """The config where no table holds the row length: the group that keeps the row in
+    registers with the fewest threads (one step covers it), else the largest group."""
+    kept = [c for c in space if c["kept"]]
+    return min(kept, key=lambda c: c["group"]) if kept else space[-1]
 
 
 def whole(tensors, cols: int) -> bool:

@@ -4,10 +4,9 @@ which the harness switches on itself: correct results, no timing claims.
 The package imports without Triton (the registry asks it whether it is usable); its
 modules, one job each, are imported by the impls:
 - launch: one bound launch per config, the arguments worked out once; builds before timing
-- pool: the processes that build a tuner's candidates side by side, for the whole run
 - occupancy: how many programs an SM runs, the persistent grid
-- elementwise: the 1-D kernels' tiles (copy, scale), tuned
-- rows: the row kernels' config space and launcher, tuned through harness.tuner
+- elementwise: the 1-D kernels' tiles (copy, scale), from the config table
+- rows: the row kernels' config space, rule and launcher
 - device: Triton device functions shared by the row kernels
 - roof: plain streaming reads and copies that the roof times beside torch's (roof_kernels)
 - tree_reduce: tl.reduce's own combines as a tree under the interpreter (CPU)
@@ -15,15 +14,11 @@ modules, one job each, are imported by the impls:
 import os
 
 from harness.registry import OURS, Framework
-from impls._frameworks.triton import pool   # the standard library only: imports without Triton
 
 
 class Triton(Framework):
     name = "triton"
     role = OURS
-    # How a tuner's candidates are built before they are timed (pool.py): the run's pool of
-    # processes, threads of the case's process, or each at its first launch.
-    config_settings = {"triton_compile": ("HARNESS_TRITON_COMPILE", pool.MODES)}
 
     def prepare(self, device):
         # Read by @triton.jit when the impl modules are imported: set it before that.
@@ -34,26 +29,9 @@ class Triton(Framework):
             reduce_in_a_tree()
         else:
             try:
-                pool.log_compiles("case")   # only where HARNESS_TRITON_COMPILE_LOG names a file
                 _one_cache_for_the_run()
             except ImportError:
                 pass
-
-    def warm(self, device, cases):
-        """The pool of build processes (pool.py) opens with the run, in the harness's
-        process; it serves every case of the run, and a case process started again after a
-        crash. Its processes (CPU only) start now where the run will tune for sure (no
-        choice kept, or tuning=fresh), so that they have imported torch, Triton and the
-        kernels' modules when the first case tunes; elsewhere at the first build asked of
-        it, if any: a run that finds its choices kept starts none beside its first cases.
-        Nothing on a CPU (the interpreter compiles nothing) or unless triton_compile is
-        ``processes``."""
-        if device.type != "cuda" or os.environ.get("TRITON_INTERPRET") == "1" or pool.mode() != "processes":
-            return False
-        from harness import registry, tuner, tuning_cache
-        known = registry.registered()
-        modules = sorted({known[k].bind.__module__ for k in ((c.op, c.impl, c.variant) for c in cases) if k in known})
-        return pool.start(modules, eager=not tuning_cache.holds_choices(tuner.machine(device)))
 
     def unusable(self, device):
         try:
@@ -71,7 +49,7 @@ class Triton(Framework):
 
     def roof_kernels(self, src, dst):
         from impls._frameworks.triton import roof   # imports triton: without it, an ImportError
-        return {"read": roof.reads(src), "copy": roof.copies(src, dst)}
+        return {"read": roof.reads(src), "mix": roof.mixes(src, dst), "copy": roof.copies(src, dst)}
 
 
 def _round_bf16_like_the_gpu():
@@ -103,13 +81,12 @@ def _round_bf16_like_the_gpu():
 
 
 def _one_cache_for_the_run() -> None:
-    """Every process of the run finds the binaries the others built in one Triton cache:
-    TRITON_CACHE_DIR is set here, in the harness's process before its workers and the compile
-    pool start (they inherit it), to Triton's own default where the user set none. Without
-    it, torch.compile's Inductor points TRITON_CACHE_DIR at a folder of its own in the process
-    that compiles, from which that process's Triton launches missed the pool's binaries and
-    compiled each candidate again inside its timing: on the H200 a 4096-column fp32 RMSNorm
-    key's timing took 3.2 s after torch.compile's case, 0.6-1.1 s alone."""
+    """Every process of the run, and the next run, finds the binaries the others built in one
+    Triton cache: TRITON_CACHE_DIR is set here, in the harness's process before its workers
+    start (they inherit it), to Triton's own default where the user set none. Without it,
+    torch.compile's Inductor points TRITON_CACHE_DIR at a folder of its own in the process
+    that compiles, and that process's later Triton kernels compile again where they had a
+    binary (on the H200 a 4096-column fp32 RMSNorm tuning took 3.2 s after torch.compile's
+    case, 0.6-1.1 s alone)."""
     from triton import knobs
     os.environ.setdefault("TRITON_CACHE_DIR", knobs.cache.dir)
-

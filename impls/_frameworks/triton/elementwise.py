@@ -1,22 +1,24 @@
-"""The 1-D kernels' tiles (copy, scale): one BLOCK-sized tile per program, tuned."""
-from harness import tuner
-from impls._frameworks.triton.launch import (HINTS, bound_launch, build_all, configured, describe, fingerprint,
-                                             interpreting, unrunnable)
+"""The 1-D kernels' tiles (copy, scale, the unfused chain's steps): one BLOCK-sized tile per
+program, from this GPU's table (harness.configs), else the rule."""
+from impls._frameworks.triton.launch import HINTS, bound_launch, build_all, configured, describe, interpreting, unrunnable
 
 # 8 to 16 elements per thread: every thread has two to four independent 16-byte loads in
 # flight (the seed text's two knobs, vector width and loads per thread).
 TILES = ((1024, 4), (2048, 4), (4096, 8), (8192, 8))
+# Where no table holds the kernel: the smallest tile, plain loads (the H100's table at 2^28
+# elements: copy and scale take it in bf16 and fp32).
+RULE = dict(BLOCK=1024, num_warps=4, hints="plain")
 
 
-def launch_1d(kernel, args: tuple, n: int, key, device, extra: dict | None = None):
-    """A launcher for an elementwise kernel ``kernel[grid](*args, n, BLOCK=...)``. BLOCK,
-    num_warps and the cache hints are tuned per ``key`` on the real inputs (the config
-    changes no result bits of an elementwise op)."""
+def launch_1d(kernel, args: tuple, n: int, name: str, device, extra: dict | None = None):
+    """A launcher for an elementwise kernel ``kernel[grid](*args, n, BLOCK=...)``: BLOCK,
+    num_warps and the cache hints from the table's entry for ``name`` (op and variant) at
+    ``n`` elements (the config changes no result bits of an elementwise op)."""
     import triton
-    if interpreting():
-        candidates = [dict(BLOCK=1024, num_warps=4, hints="plain")]
-    else:
-        candidates = [dict(BLOCK=b, num_warps=w, hints=h) for b, w in TILES for h in HINTS]
+
+    from harness import configs, tuner
+    candidates = [dict(BLOCK=b, num_warps=w, hints=h) for b, w in TILES for h in HINTS]
+    dtype = args[0].dtype
 
     def call(cfg):
         kwargs = dict(**(extra or {}), BLOCK=cfg["BLOCK"], num_warps=cfg["num_warps"], **HINTS[cfg["hints"]])
@@ -26,7 +28,13 @@ def launch_1d(kernel, args: tuple, n: int, key, device, extra: dict | None = Non
         a, kwargs, grid = call(cfg)
         return bound_launch(kernel, grid, *a, **kwargs)
 
-    tuned = tuner.tune(key, candidates, bind, f"Triton {' '.join(map(str, key))}",
-                       fingerprint(kernel, {"candidates": candidates}), device, unrunnable=unrunnable(),
-                       precompile=lambda cfgs: build_all((kernel, call(c), describe(c)) for c in cfgs))
-    return configured(bind(tuned.config), tuned.config, tuned.table)
+    def check(cfg):
+        if cfg not in candidates:
+            raise ValueError(f"{cfg} is not among this kernel's tiles")
+    if interpreting():
+        return configured(bind(RULE), {**RULE, "source": "interpreter"})
+    choice = configs.config_for(f"triton {name}", n, dtype, None, device, RULE, check,
+                                lambda: tuner.Candidates(f"Triton {name} {n} {dtype}", candidates, bind, unrunnable(),
+                                                         lambda cfgs: build_all((kernel, call(c), describe(c))
+                                                                                for c in cfgs)))
+    return configured(bind(choice.config), {**choice.config, "source": choice.source})

@@ -1,10 +1,23 @@
 """Launching Triton kernels: a launcher per config with its arguments worked out once,
-parallel builds of the configs a tuner is about to time, and what the tuner needs to know
-of Triton (its errors for a config that cannot run, its version for the cache)."""
+parallel builds of the configs harness-tune is about to time, and Triton's errors for a
+config that cannot run."""
 import inspect
 import os
 
-from impls._frameworks._launch import builds_at_once, configured  # noqa: F401  (the impls take configured from here)
+from impls._frameworks._launch import configured  # noqa: F401  (the impls take configured from here)
+
+# The most builds at once in threads (build_all): a tuning step builds up to ~20 candidates,
+# so more would mostly wait; fewer where this process may run on fewer cores (its CPU
+# affinity: a container's, Slurm's or taskset's share, which os.cpu_count does not see).
+MAX_BUILDS = 16
+
+
+def builds_at_once() -> int:
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:   # no affinity on this platform
+        cores = os.cpu_count() or 1
+    return max(1, min(MAX_BUILDS, cores))
 
 # Cache hints for data that is read once and written once. Whether they help is measured,
 # not assumed (on the H200 a copy with evict_first loads ran at 92% of torch's copy_, a
@@ -34,16 +47,6 @@ def unrunnable() -> tuple:
     from triton.compiler.errors import CompilationError
     from triton.runtime.errors import OutOfResources
     return CompilationError, OutOfResources
-
-
-def fingerprint(kernel, space: dict) -> dict | None:
-    """What a kept choice for ``kernel`` depends on beside the GPU: the kernel's source with
-    every function it calls (Triton's cache_key), the config ``space``, Triton's version.
-    None without a kernel to hash (stand-ins) or under the interpreter, which measures nothing."""
-    if kernel is None or interpreting():
-        return None
-    import triton
-    return {"kernel": kernel.cache_key, "space": space, "triton": triton.__version__}
 
 
 def kernel_args(kernel, args: tuple, kwargs: dict) -> tuple:
@@ -93,34 +96,14 @@ def describe(cfg: dict) -> str:
 
 def build_all(builds) -> dict | None:
     """Compile each (kernel, (args, kwargs, grid), candidate) of ``builds`` before it is
-    launched, as HARNESS_TRITON_COMPILE says (pool.py): in the run's pool of processes
-    (``processes``; in threads here where there is no pool), in threads of this process
-    (``threads``), or not at all (``serial``: each compiles at its first launch). A
-    candidate that fails to build is left for its own launch to report; the pool's failures
-    are also said here, each with its candidate. Returns what the tuner records of it:
-    ``how`` they were built and, from the pool, the ``failed`` ones ({candidate, kind,
-    error}); None under the interpreter or with nothing to build."""
-    from impls._frameworks.triton import pool
+    launched, in threads of this process (harness-tune's build step: a search's candidates
+    built side by side, then timed). A candidate that fails to build is left for its own
+    launch to report. None under the interpreter or with nothing to build."""
     builds = list(builds)
     if interpreting() or not builds:
         return None
-    how = pool.mode()
-    if how == "processes":
-        target = pool.current_target()
-        results = pool.build([pool.job(kernel, call, name, target) for kernel, call, name in builds])
-        if results is not None:
-            failed = []
-            for (kernel, _, name), result in zip(builds, results):
-                if result[0] != "ok":
-                    _, kind, error = result
-                    failed.append({"candidate": name, "kind": kind, "error": error[-1000:]})
-                    pool.say(f"{getattr(getattr(kernel, 'fn', kernel), '__name__', kernel)} {name}: not built "
-                             f"in the compile pool ({kind}: {error[-300:]}); its launch compiles it")
-            return {"how": "processes", "failed": failed}
-        how = "threads"   # no pool to ask (the reason was said): build here
-    if how == "threads":
-        _in_threads(builds)
-    return {"how": how}
+    _in_threads(builds)
+    return {"how": "threads"}
 
 
 def _in_threads(builds) -> None:

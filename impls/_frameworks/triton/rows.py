@@ -1,5 +1,6 @@
-"""The row kernels' configs (softmax, the norms, the chain) and their launcher. What to
-try is decided here; how to choose, and the rule that keeps a row op batch-invariant, in
+"""The row kernels' configs (softmax, the norms, the chain), their rule and their launcher.
+A run takes this GPU's table's config (harness.configs), else the rule; what harness-tune
+tries is decided here, how it chooses, and the rule that keeps a row op batch-invariant, in
 harness.tuner.
 
 A config: ``rows`` per tile and ``num_warps``, a ``persistent`` grid or one program per
@@ -9,8 +10,8 @@ PREFETCH, EARLY, ORDERED, RELOAD, the looped path ``loop_block``, a register cap
 import contextvars
 
 from harness import tuner
-from impls._frameworks.triton.launch import (HINTS, bound_launch, build_all, describe, fingerprint, interpreting,
-                                             next_pow2, unrunnable)
+from impls._frameworks.triton.launch import (HINTS, bound_launch, build_all, describe, interpreting, next_pow2,
+                                             unrunnable)
 from impls._frameworks.triton.occupancy import FULL_OCCUPANCY_REGS, first_guess, persistent_programs
 
 # Rows up to this many elements stay in registers (one read of x); longer rows are
@@ -253,11 +254,10 @@ def space(key, cols: int, block: int, on_chip: bool, dtype, device, make_scratch
 
     name = " ".join(map(str, key[:-1]))
     label = f"Triton {name} for {cols}-column rows ({str(dtype).replace('torch.', '')})"
-    described = {"shapes": configs, "small_batch": small_batch, "path": path, "looped_switches": looped_switches}
     return tuner.RowSpace(label=label, cols=cols, shapes=configs, scratch=make_scratch, bind=bind,
                           row_bytes=cols * dtype.itemsize, neutral=BIT_NEUTRAL, small_batch=small_batch, path=path,
                           batch=(other_hints, other_grids), applicable=applicable, precompile=precompile(bind),
-                          fingerprint=fingerprint(kernel, described), unrunnable=unrunnable(), device=device)
+                          unrunnable=unrunnable(), device=device)
 
 
 def interpreted_config(block: int, on_chip: bool, max_rows: int, itemsize: int, options: tuple[str, ...]) -> dict:
@@ -271,19 +271,44 @@ def interpreted_config(block: int, on_chip: bool, max_rows: int, itemsize: int, 
             **{o: o != "ordered" for o in switches}}
 
 
+def rule(block: int, on_chip: bool, dtype, options: tuple[str, ...] = ()) -> dict:
+    """The config where no table holds the row length (Liger's calculate_settings, in this
+    space): one row a program, one program per tile, plain loads, every switch off, and
+    16 elements a thread (two to four 16-byte loads in flight): BLOCK / 512 warps."""
+    warps = min(32, max(1, block // 512))
+    off = {**{o: False for o in options if o in SWITCHES}, **({"loop_block": 0, "maxnreg": 0} if "looped" in options
+                                                              else {})}
+    return {"rows": 1, "num_warps": warps, "persistent": False, "hints": "plain", **off}
+
+
+def checker(block: int, on_chip: bool, dtype, options: tuple[str, ...], max_rows: int):
+    """check(config): a ValueError for a config this row kernel's space does not hold."""
+    plain = rule(block, on_chip, dtype, options)
+    shapes = set(tile_shapes(block, on_chip, max_rows, dtype.itemsize)) | {(1, w) for _, w in LOOPED_SHAPES}
+
+    def check(config):
+        keys = set(config) - {"predicated"}
+        if keys != set(plain) or (config["rows"], config["num_warps"]) not in shapes \
+                or config["hints"] not in HINTS or config.get("loop_block", 0) not in (0, *(b for b, _ in LOOPED_SHAPES)):
+            raise ValueError(f"{config} is not among this kernel's configs (keys {sorted(plain)}, tiles {sorted(shapes)})")
+    return check
+
+
 def row_choice(key, rows: int, cols: int, block: int, on_chip: bool, dtype, device, make_scratch, bind,
-               max_rows: int = 4, options: tuple[str, ...] = (), kernel=None) -> tuple[dict, dict]:
-    """(config, tuning table) of a row kernel for a batch of ``rows``: the bits chosen once
-    per ``key`` (op, variant, cols) and dtype (tuner.tune_rows), then the batch's own config
-    of those bits (tuner.for_batch). ``block`` is the kernel's BLOCK (the row, or its column
-    tile); ``make_scratch(rows)`` builds the arguments (the output last) and ``bind(cfg,
-    args, rows)`` returns a launcher (row_launcher). fp16 and bf16 are tuned apart: same
+               max_rows: int = 4, options: tuple[str, ...] = (), kernel=None) -> dict:
+    """The config of a row kernel for a batch of ``rows`` (harness.configs: this GPU's table,
+    else ``rule``), its source in it; under the interpreter, interpreted_config. ``key``
+    (op, variant) names the kernel in the table; ``block`` is the kernel's BLOCK (the row, or
+    its column tile); ``make_scratch(rows)`` builds arguments (the output last) and ``bind(cfg,
+    args, rows)`` returns a launcher (row_launcher). fp16 and bf16 have entries apart: same
     bytes, but their conversions compile to other instructions and register counts, and a
     few registers decide how many programs fit an SM (bf16's config ran 8% slower in fp16)."""
-    key = (*key, str(dtype))
+    from harness import configs
     if interpreting():
-        tuned = tuner.chosen(key, tuner.Tuned(interpreted_config(block, on_chip, max_rows, dtype.itemsize, options)))
-        return tuned.config, tuned.table
-    rows_space = space(key, cols, block, on_chip, dtype, device, make_scratch, bind, max_rows, options, kernel)
-    tuned = tuner.tune_rows(key, rows_space)
-    return tuner.for_batch(tuned, key, rows, rows_space)
+        return {**interpreted_config(block, on_chip, max_rows, dtype.itemsize, options), "source": "interpreter"}
+    name = " ".join(("triton", *map(str, key)))
+    choice = configs.config_for(name, cols, dtype, rows, device, rule(block, on_chip, dtype, options),
+                                checker(block, on_chip, dtype, options, max_rows),
+                                lambda: space((*key, cols, str(dtype)), cols, block, on_chip, dtype, device,
+                                              make_scratch, bind, max_rows, options, kernel))
+    return {**choice.config, "source": choice.source}

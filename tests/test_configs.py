@@ -1,0 +1,134 @@
+"""Launch configs as data (harness.configs): a run reads this GPU's table, else the framework's
+rule, and says which; harness-tune (harness.tune) writes tables a run reads back. On a CPU,
+with stand-in GPUs and stand-in searches: what only a GPU shows is in tests/test_gpu.py."""
+import pytest
+import torch
+import yaml
+
+from harness import configs, tune, tuner
+
+H100 = "NVIDIA H100 80GB HBM3"
+TABLE = """gpu: NVIDIA H100 80GB HBM3
+kernels:
+  cuda rmsnorm tuned:
+    4096 bfloat16: {group: 256, packs: 2, threads: 256, us: 176.4}
+    4096 bfloat16 rows 1-181: {group: 256, packs: 4, threads: 256}
+    781 float32 rows 1823-1823: {group: 64, packs: 4, threads: 256}
+"""
+
+
+@pytest.fixture
+def tables(tmp_path, monkeypatch):
+    """conf/launch/ in a folder of the test's; a stand-in GPU named H100 for every device."""
+    monkeypatch.setattr(configs, "TABLES", tmp_path)
+    monkeypatch.setattr(configs, "_tables", {})
+    monkeypatch.setattr(configs, "gpu_name", lambda device: H100)
+    (tmp_path / "h100-80gb-hbm3.yaml").write_text(TABLE)
+    return tmp_path
+
+
+RULE = {"group": 32, "packs": 1, "threads": 256}
+
+
+def test_a_gpu_name_names_its_table():
+    assert configs.gpu_slug("NVIDIA H100 80GB HBM3") == "h100-80gb-hbm3"
+    assert configs.gpu_slug("NVIDIA H200") == "h200"
+    assert configs.table_path("NVIDIA H200").name == "h200.yaml"
+
+
+def test_a_run_takes_the_table_s_entry_and_names_it(tables):
+    choice = configs.config_for("cuda rmsnorm tuned", 4096, torch.bfloat16, 4096, "gpu", RULE)
+    assert choice.config == {"group": 256, "packs": 2, "threads": 256}   # what harness-tune measured is not launched
+    blob = configs.blob_id(TABLE.encode())[:12]
+    assert choice.source.startswith("table ") and choice.source.endswith(f"h100-80gb-hbm3.yaml@{blob} (4096 bfloat16)")
+
+
+def test_a_batch_in_a_range_takes_the_range_s_config_and_any_other_the_row_length_s(tables):
+    small = configs.config_for("cuda rmsnorm tuned", 4096, torch.bfloat16, 16, "gpu", RULE)
+    assert small.config["packs"] == 4 and small.source.endswith("(4096 bfloat16 rows 1-181)")
+    assert configs.config_for("cuda rmsnorm tuned", 4096, torch.bfloat16, 182, "gpu", RULE).config["packs"] == 2
+    # a row length with only a batch's entry: that batch takes it, the others the rule
+    assert configs.config_for("cuda rmsnorm tuned", 781, torch.float32, 1823, "gpu", RULE).config["group"] == 64
+    assert configs.config_for("cuda rmsnorm tuned", 781, torch.float32, 16, "gpu", RULE) == configs.Choice(RULE, "rule")
+
+
+def test_what_no_table_holds_takes_the_rule(tables):
+    for kernel, cols, dtype in (("cuda rmsnorm tuned", 8192, torch.bfloat16), ("cuda rmsnorm tuned", 4096, torch.float16),
+                                ("numba rmsnorm -", 4096, torch.bfloat16)):
+        assert configs.config_for(kernel, cols, dtype, 8, "gpu", RULE) == configs.Choice(RULE, "rule")
+
+
+def test_a_gpu_without_a_table_takes_the_rule_everywhere(tables, monkeypatch):
+    monkeypatch.setattr(configs, "gpu_name", lambda device: "NVIDIA B200")
+    assert configs.config_for("cuda rmsnorm tuned", 4096, torch.bfloat16, 4096, "gpu", RULE).source == "rule"
+
+
+def test_an_entry_the_kernel_no_longer_takes_gives_way_to_the_rule_and_says_why(tables, capsys):
+    def check(config):
+        if config["packs"] not in (1, 4):
+            raise ValueError(f"packs {config['packs']} is not among this kernel's configs")
+    choice = configs.config_for("cuda rmsnorm tuned", 4096, torch.bfloat16, 4096, "gpu", RULE, check)
+    assert choice.config == RULE and "does not fit this kernel: packs 2" in choice.source
+    assert "the rule's config runs instead" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("kernels: [1, 2]", "expected 'gpu:' and 'kernels:'"),
+    ("kernels:\n  cuda rmsnorm tuned:\n    4096: {group: 4}", "entry 4096: expected"),
+    ("kernels:\n  cuda rmsnorm tuned:\n    4096 bfloat16 rows 9-3: {group: 4}", "lo <= hi"),
+    ("kernels: {a: [}", "not YAML"),
+])
+def test_a_damaged_table_is_refused_with_the_file_and_the_entry(tmp_path, text, problem):
+    with pytest.raises(configs.TableError, match=problem):
+        configs.parse(text, tmp_path / "x.yaml")
+
+
+def test_batch_ranges_split_between_decided_sizes_on_a_log_scale():
+    a, b, main = {"k": "a"}, {"k": "b"}, {"k": "main"}
+    # the tuning problems (16, 2048, the ~256 MiB one) and a measured batch of 1
+    points = {1: a, 16: b, 2048: main, 65536: main}
+    assert tune.ranges(points, main) == [(1, 4, a), (5, 181, b)]
+    # a range's neighbour of the same config is one range; the last runs to any batch
+    assert tune.ranges({16: b, 2048: b, 65536: main}, main) == [(1, 11585, b)]
+    assert tune.ranges({16: main, 100000: a}, main) == [(1265, tune.LAST_ROW, a)]
+
+
+def _found(config, rule, candidates, batches=()):
+    tuned = tuner.Tuned(config, {"candidates": candidates}, [[65536, None], [2048, None], [16, None], *batches])
+    return tune.Found("cuda rmsnorm tuned", 4096, "bfloat16", tuned, None, rule)
+
+
+def test_harness_tune_compares_the_search_the_table_and_the_rule_on_one_problem(tables):
+    table = configs.table_for(H100)
+    chosen, held = {"group": 256, "packs": 4, "threads": 256}, {"group": 256, "packs": 2, "threads": 256}
+    candidates = [{**chosen, "us": 170.0}, {**held, "us": 176.4}, {**RULE, "us": 200.0}]
+    c = tune.compare(_found(chosen, RULE, candidates), table)
+    assert c["changed"] and c["search"]["us"] == 170.0 and c["table"]["us"] == 176.4 and c["rule"]["us"] == 200.0
+    assert tune.line(c) == ("cuda rmsnorm tuned 4096 bfloat16: search 170.0 us, table 176.4 us (0.964), "
+                            "rule 200.0 us (0.850)  CHANGED")
+
+
+def test_harness_tune_writes_entries_a_run_reads_back(tables):
+    chosen = {"group": 256, "packs": 4, "threads": 256}
+    small = {"group": 256, "packs": 8, "threads": 256}
+    held = {"group": 256, "packs": 2, "threads": 256}
+    found = _found(chosen, RULE, [{**chosen, "us": 170.0}, {**held, "us": 176.4}, {**RULE, "us": 200.0}])
+    found.tuned.batches[2] = [16, small]
+    c = tune.compare(found, configs.table_for(H100))
+    path = tables / "h100-80gb-hbm3.yaml"
+    path.write_text(tune.written(path, H100, [c]))
+    text = path.read_text()
+    assert "    4096 bfloat16: {group: 256, packs: 4, threads: 256, us: 170.0}" in text
+    assert "    4096 bfloat16 rows 1-181: {group: 256, packs: 8, threads: 256}" in text
+    assert "781 float32 rows 1823-1823" in text   # an entry it did not measure stays
+    configs._tables.clear()
+    assert configs.config_for("cuda rmsnorm tuned", 4096, torch.bfloat16, 8, "gpu", RULE).config == small
+    assert configs.config_for("cuda rmsnorm tuned", 4096, torch.bfloat16, 8192, "gpu", RULE).config == chosen
+    assert yaml.safe_load(text)["gpu"] == H100
+
+
+def test_harness_tune_refuses_a_machine_without_a_gpu(capsys):
+    assert tune.main(["op=rmsnorm", "device=cpu"]) == 2
+    assert "measures launch configs on a GPU" in capsys.readouterr().err
+    assert tune.main(["op=rmsnorm", "write=yes"]) == 2
+    assert "write='yes'" in capsys.readouterr().err
