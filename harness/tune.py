@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,8 +46,8 @@ class Found:
     def points(self) -> dict[int, dict]:
         """Every batch size whose config the search decided, with that config: the tuning
         problems' and each measured batch's."""
-        out = {rows: tuner.config_of(c) if c else self.tuned.config for rows, c in self.tuned.batches}
-        out.update({rows: tuner.config_of(c) for rows, c in self.batches.items() if c.get("tuned_for_rows") == rows})
+        out = {rows: configs.launchable(c) if c else self.tuned.config for rows, c in self.tuned.batches}
+        out.update({rows: configs.launchable(c) for rows, c in self.batches.items() if c.get("tuned_for_rows") == rows})
         return out
 
 
@@ -139,8 +140,9 @@ def line(c: dict) -> str:
     return f"{head}, {vs('table')}, {vs('rule')}{'  CHANGED' if c['changed'] else ''}"
 
 
-def written(path: Path, gpu: str, comparisons: list[dict]) -> str:
-    """The table at ``path`` with the search's entries in place of those it measured again."""
+def written(path: Path, gpu: str, comparisons: list[dict], history: str = "") -> str:
+    """The table at ``path`` with the search's entries in place of those it measured again, and
+    ``history`` (what measured them) added to its history."""
     import yaml
     data = (yaml.safe_load(path.read_text()) if path.exists() else None) or {}
     kernels: dict = data.get("kernels") or {}
@@ -152,7 +154,7 @@ def written(path: Path, gpu: str, comparisons: list[dict]) -> str:
         entries[stem] = {**c["search"]["config"], **({"us": round(c["search"]["us"], 2)} if c["search"]["us"] else {})}
         for lo, hi, config in c["batches"]:
             entries[f"{stem} rows {lo}-{hi}"] = config
-    return render(gpu, kernels)
+    return render(gpu, kernels, [*(data.get("history") or []), *([history] if history else [])])
 
 
 def _entry_order(key: str) -> tuple:
@@ -161,11 +163,13 @@ def _entry_order(key: str) -> tuple:
     return int(parts[0]), parts[1], lo
 
 
-def render(gpu: str, kernels: dict) -> str:
+def render(gpu: str, kernels: dict, history: list[str] = ()) -> str:
     """A table as harness-tune writes it: one line per entry, sorted, for a reviewable diff."""
     import yaml
     lines = [f"# Launch configs for {gpu}: read by every run (harness/configs.py), written by harness-tune.",
-             f"gpu: {gpu}", "kernels:"]
+             f"gpu: {gpu}", "history:   # what measured the entries, oldest first",
+             *(f"  - {yaml.safe_dump(h, default_style=None, width=1 << 20).strip().removesuffix('...').strip()}"
+               for h in history), "kernels:"]
     for kernel in sorted(kernels):
         lines.append(f"  {kernel}:")
         for key in sorted(kernels[kernel], key=_entry_order):
@@ -250,7 +254,16 @@ def _tune(own: dict, overrides: list[str]) -> int:
             for c in comparisons:
                 f.write(json.dumps({**c, "gpu": gpu}) + "\n")
     if own.get("write") == "true":
+        from harness.provenance import collect
+        prov = collect(device)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(written(path, gpu, comparisons))
+        path.write_text(written(path, gpu, comparisons, f"{time.strftime('%Y-%m-%d')} harness-tune "
+                                f"{' '.join(overrides)} on {prov.get('gpu_uuid')}, commit "
+                                f"{(prov.get('git_sha') or '?')[:12]}{' (dirty)' if prov.get('git_dirty') else ''}: "
+                                f"{len(comparisons)} entries"))
         print(f"harness-tune: wrote {path}")
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

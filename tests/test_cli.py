@@ -199,8 +199,7 @@ def test_the_key_check_names_what_it_refuses(argv, message):
     (["op=rmsnorm", "shapes=banana"], 2, "give a list of shapes"),
     (["op=rmsnorm", "device=tpu"], 2, "unknown device 'tpu'"),
     (["op=rmsnorm", "torch_compile_shapes=dynamic"], 2, "unknown torch_compile_shapes 'dynamic'"),
-    (["op=rmsnorm", "tuning=redo"], 2, "unknown tuning 'redo'"),
-    (["op=rmsnorm", "tuning_search=slow"], 2, "unknown tuning_search 'slow'"),
+    (["op=rmsnorm", "tuning=fresh"], 2, "unknown key 'tuning'"),   # a run never searches: harness-tune does
     (["op=rmsnorm", "processes=0"], 2, "processes=0: give a whole number >= 1"),
     (["op=rmsnorm", "processes=banana"], 2, "processes='banana': give a whole number >= 1"),
     (["op=rmsnorm", "processes=2.5"], 2, "give a whole number >= 1"),
@@ -442,27 +441,6 @@ def test_torch_compile_shapes_static_or_dynamic_rows_is_recorded(tmp_path):
         assert rec["status"] == "ok" and rec["passed"], rec["reason"]
         assert rec["impl_config"] == {"shapes": mode}
         assert rec["batch_invariant"] is not None
-
-
-def test_the_environment_sets_triton_compile_and_the_command_line_wins(monkeypatch):
-    """README: triton_compile, env HARNESS_TRITON_COMPILE: the variable sets the run's default
-    (the config reads it, and does not replace it), and triton_compile= on the command line wins."""
-    from hydra import compose, initialize_config_dir
-
-    from harness import plan as planning
-    from harness import registry
-
-    def chosen(*overrides):
-        with initialize_config_dir(config_dir=str(planning.CONF_DIR), version_base="1.3"):
-            cfg = compose("config", overrides=["op=copy", *overrides])
-        planning._framework_settings(cfg, registry.frameworks())
-        return os.environ["HARNESS_TRITON_COMPILE"]
-
-    monkeypatch.delenv("HARNESS_TRITON_COMPILE", raising=False)
-    assert chosen() == "processes"
-    monkeypatch.setenv("HARNESS_TRITON_COMPILE", "serial")
-    assert chosen() == "serial"
-    assert chosen("triton_compile=threads") == "threads"
 
 
 def test_static_shapes_leave_the_rows_unmarked(monkeypatch):

@@ -132,3 +132,82 @@ def test_harness_tune_refuses_a_machine_without_a_gpu(capsys):
     assert "measures launch configs on a GPU" in capsys.readouterr().err
     assert tune.main(["op=rmsnorm", "write=yes"]) == 2
     assert "write='yes'" in capsys.readouterr().err
+
+
+# --- every committed table fits the kernels as they are -------------------------------------
+
+ROW_OPS = ("softmax", "rmsnorm", "layernorm", "rmsnorm_silu_mul_add")
+ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def entry_problem(kernel: str, cols: int, dtype: str, config: dict, monkeypatch=None) -> str | None:
+    """Why a table entry is not a config its kernel takes (None: it is one): the kernel's own
+    check, and membership in the space harness-tune searches, for every framework of ours."""
+    from impls._frameworks import _launch
+    framework, op, variant, *rest = kernel.split()
+    itemsize = ITEMSIZE.get(dtype)
+    if itemsize is None:
+        return f"dtype {dtype!r}"
+    try:
+        if op not in ROW_OPS or variant in ("silu", "mul", "add"):
+            if framework == "triton":
+                from impls._frameworks.triton import elementwise
+                from impls._frameworks.triton.launch import HINTS
+                ok = config in [dict(BLOCK=b, num_warps=w, hints=h) for b, w in elementwise.TILES for h in HINTS]
+            else:
+                ok = config in _launch.CANDIDATES
+            return None if ok else "not among the 1-D configs"
+        if framework in ("cuda", "cupy"):
+            from impls._frameworks.cuda import rows
+            on_chip = not (op == "softmax" and variant != "on_chip")
+            kept, looped = (on_chip, not (op == "softmax" and variant == "on_chip"))
+            rows.check(1, cols, config, itemsize, kernel)
+            return None if config in rows.configs(cols, itemsize, kept, looped) else "not in the kernel's space"
+        if framework == "numba":
+            from impls._frameworks.numba import rows
+            cacheable = not (op == "softmax" and variant != "on_chip")
+            keeps = {"three_pass": (rows.KEPT, rows.READ), "online": (rows.KEPT, rows.READ),
+                     "on_chip": (rows.KEPT, rows.CACHED)}.get(variant, tuple(rows.KEEPS)) if op == "softmax" \
+                else tuple(rows.KEEPS)
+            rows.check(config, cols, itemsize, kernel, keeps)
+            return None if config in rows.configs(cols, cacheable, itemsize, keeps) else "not in the kernel's space"
+        if framework == "triton":
+            return triton_entry_problem(op, variant, cols, dtype, config)
+    except ValueError as e:
+        return str(e)
+    return f"no framework {framework!r} of ours"
+
+
+def triton_entry_problem(op, variant, cols, dtype, config) -> str | None:
+    from impls._frameworks.triton import rows
+    module = __import__(f"impls.{op}.triton", fromlist=["ROW_KERNEL"])
+    options, max_rows = module.ROW_KERNEL.get(variant, ((), 4)) if hasattr(module, "ROW_KERNEL") else ((), 4)
+    block, on_chip = rows.row_block(cols)
+    if op == "softmax" and variant != "on_chip":
+        block, on_chip = min(block, rows.ROW_TILE), False
+    rows.checker(block, on_chip, getattr(torch, dtype), options if on_chip else (), max_rows)(config)
+    return None
+
+
+def table_problems(path) -> list[str]:
+    text = path.read_text()
+    table = configs.parse(text, path)
+    problems = []
+    for kernel, entries in table.entries.items():
+        for (cols, dtype), (plain, ranges) in entries.items():
+            for config in ([plain] if plain else []) + [c for _, _, c in ranges]:
+                why = entry_problem(kernel, cols, dtype, config)
+                if why:
+                    problems.append(f"{kernel} {cols} {dtype} {config}: {why}")
+    return problems
+
+
+@pytest.mark.parametrize("path", sorted(configs.TABLES.glob("*.yaml")), ids=lambda p: p.name)
+def test_every_committed_table_entry_is_a_config_its_kernel_takes(path, monkeypatch):
+    """A table older than a kernel (a switch removed, a space narrowed) would make its runs fall
+    back to the rule one case at a time: it is caught here, before it lands, by each kernel's own
+    check and the space harness-tune searches (on the GPU's numbers, not the simulator's)."""
+    from impls._frameworks.numba import rows as numba_rows
+    monkeypatch.setattr(numba_rows, "SIMULATED", False)
+    assert configs.parse(path.read_text(), path).gpu, f"{path}: no gpu: line"
+    assert table_problems(path) == []

@@ -294,7 +294,7 @@ def _sanitize_tool():
 
 def test_every_cuda_impl_calls_its_kernels_with_the_registered_signature(monkeypatch):
     """Each CUDA impl bound on the CPU in every config of the space each shape binds (as
-    devtools/cuda-sanitize --every-config binds them, the tuner not asked) and launched once
+    devtools/cuda-sanitize --every-config binds them, the config table not asked) and launched once
     against stand-ins that check the name, arity and argument types of every call."""
     from impls._frameworks.cuda import launch, rows
     ops = _SchemaCheckingOps()
@@ -305,11 +305,11 @@ def test_every_cuda_impl_calls_its_kernels_with_the_registered_signature(monkeyp
         if "cuda" in registry.impl_modules(op_name):
             assert not registry.load_impls(op_name, ["cuda"])[1]
     for module in list(sys.modules.values()):   # put back what the tool replaces, after the test
-        if getattr(module, "__name__", "").startswith("impls.") and hasattr(module, "tuned"):
-            monkeypatch.setattr(module, "tuned", module.tuned)
+        if getattr(module, "__name__", "").startswith("impls.") and hasattr(module, "chosen"):
+            monkeypatch.setattr(module, "chosen", module.chosen)
     monkeypatch.setattr(rows, "choose", rows.choose)
     pick, spans = [0], []
-    _sanitize_tool().without_tuning(pick, spans)
+    _sanitize_tool().every_config(pick, spans)
     keys = [k for k in registry.registered() if k[1] == "cuda"]
     assert keys
     configs = 0

@@ -124,20 +124,20 @@ def _bind_every_raw_variant(monkeypatch, pick: int) -> tuple[dict, list, dict]:
         asked.setdefault(op, set()).update(expressions)
         return {e: _Kernel(op, e, launches) for e in expressions}
 
-    def one_config(key, label, make, device, candidates=_launch.CANDIDATES):
-        config = candidates[pick % len(candidates)]
+    def one_config(kernel, n, dtype, make, device, rule=None):
+        config = _launch.CANDIDATES[pick % len(_launch.CANDIDATES)]
         return _launch.configured(make(config), config)
 
-    def one_row_config(framework, title, fingerprint, unrunnable, key, label, cols, dtype, device, rows, scratch, bind,
+    def one_row_config(framework, title, unrunnable, key, label, cols, dtype, device, rows, scratch, bind,
                        kept=True, looped=True):
         space = cuda_rows.configs(cols, dtype.itemsize, kept, looped)
-        return space[pick % len(space)], {}
+        return space[pick % len(space)]
 
     monkeypatch.setattr(kernels, "functions", functions)
     monkeypatch.setattr(interop, "view", lambda t: t)
     monkeypatch.setattr(interop, "views", lambda *ts: ts)
     monkeypatch.setattr(interop, "stream", lambda: None)
-    monkeypatch.setattr(cupy_launch, "tuned", one_config)
+    monkeypatch.setattr(cupy_launch, "chosen", one_config)
     monkeypatch.setattr(cupy_launch, "unrunnable", lambda: ())
     monkeypatch.setattr(cuda_rows, "choose_for", one_row_config)
     monkeypatch.setattr(cuda_launch, "sm_count", lambda device: 132)

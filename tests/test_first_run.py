@@ -158,7 +158,7 @@ def test_the_fast_search_stops_a_measurement_once_its_median_is_known_to_the_tie
         def time(self, run, budget, nbytes):
             budgets.append(budget)
             return SimpleNamespace(median_us=1.0)
-    monkeypatch.setenv("HARNESS_TUNING_SEARCH", search)
+    monkeypatch.setattr(tuner, "SEARCH", search)
     monkeypatch.setattr("harness.timing.CudaTimer", Timer)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(tuner, "_timers", {})
@@ -180,15 +180,10 @@ def _first_run_tool():
 
 def test_first_runs_are_summed_per_gpu_from_the_latest_line_of_each_op_and_phase(tmp_path):
     tool = _first_run_tool()
-    rec = {"impl": "triton", "variant": "-", "dtype": "float32",
-           "tuning": {"source": "measured", "search": "fast", "seconds": 2.5, "problems": {"us": "16384x4096"}}}
-    keys = tool.tuning_keys([rec, rec, {**rec, "tuning": {**rec["tuning"], "source": "cache"}},
-                             {**rec, "dtype": "bfloat16", "tuning": {**rec["tuning"], "seconds": 1.5}}])
-    assert [k["seconds"] for k in keys] == [2.5, 1.5]   # once per key, kept choices left out
 
-    def line(op, phase, seconds, gpu="NVIDIA H200", cut=False):   # a warm run tunes nothing
+    def line(op, phase, seconds, gpu="NVIDIA H200", cut=False):
         return json.dumps({"kind": "first_run", "op": op, "phase": phase, "seconds": seconds, "cut": cut,
-                           "cases": 84, "tuning": keys if phase == "cold" else [], "gpu": gpu, "commit": "abc"})
+                           "cases": 84, "gpu": gpu, "commit": "abc"})
     path = tmp_path / "first-run.jsonl"
     path.write_text("\n".join([line("rmsnorm", "cold", 300.0), line("rmsnorm", "cold", 200.0),
                                line("rmsnorm", "warm", 100.0), line("softmax", "cold", 150.0, cut=True),
@@ -196,7 +191,7 @@ def test_first_runs_are_summed_per_gpu_from_the_latest_line_of_each_op_and_phase
                     )   # the last line cut by a kill: left out, the lines before it read
     text = tool.table([str(path)])
     h200 = text[text.index("NVIDIA H200"):]
-    assert "| rmsnorm | 84 | 200 | 100 | 2 | 1.5-2.5 | off | abc |" in h200
+    assert "| rmsnorm | 84 | 200 | 100 | off | abc |" in h200
     assert "| softmax | 84 | 150+ |  |" in h200
     assert "| these 2 summed | | 350+ | 100 |" in h200   # a cut part makes the sum a lower bound
     assert "**NVIDIA H100**" in text
@@ -211,7 +206,7 @@ def test_the_first_run_table_needs_no_torch_and_says_when_a_file_holds_no_first_
     tool = Path(__file__).resolve().parent.parent / "devtools" / "first-run"
     path = tmp_path / "first-run.jsonl"
     path.write_text(json.dumps({"kind": "first_run", "op": "copy", "phase": "cold", "seconds": 12.0, "cut": False,
-                                "cases": 9, "tuning": [], "gpu": "NVIDIA H200", "commit": "abc"}) + "\n")
+                                "cases": 9, "gpu": "NVIDIA H200", "commit": "abc"}) + "\n")
     proc = subprocess.run([sys.executable, "-S", tool, "table", path], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "| copy | 9 | 12 |" in proc.stdout, proc.stderr
     (tmp_path / "results.jsonl").write_text("")
@@ -224,8 +219,7 @@ def test_a_run_that_never_reached_a_case_is_said_and_exits_1(tmp_path, monkeypat
     """Under a python3 without the harness's packages each run died at its import and was
     written down as a 0.1 s first run, exit 0; the runs now take .venv's Python there."""
     tool = _first_run_tool()
-    monkeypatch.setattr(tool, "one_run", lambda *a: {"seconds": 0.1, "cut": False, "exit": 1, "cases": 0,
-                                                     "tuning": []})
+    monkeypatch.setattr(tool, "one_run", lambda *a: {"seconds": 0.1, "cut": False, "exit": 1, "cases": 0})
     assert tool.main(["run", str(tmp_path / "first-run.jsonl"), "--ops", "copy", "--phases", "cold"]) == 1
     assert "first-run: copy cold: the harness exited 1 before its first case" in capsys.readouterr().err
     monkeypatch.setattr(tool.importlib.util, "find_spec", lambda name: None)
@@ -237,11 +231,11 @@ def test_harness_overrides_after_a_double_dash_reach_each_run(tmp_path, monkeypa
     tool = _first_run_tool()
     seen = []
     monkeypatch.setattr(tool, "one_run", lambda op, phase, cache, runs, limit, overrides: seen.append(
-        (op, phase, overrides)) or {"seconds": 1.0, "cut": False, "cases": 1, "tuning": []})
+        (op, phase, overrides)) or {"seconds": 1.0, "cut": False, "cases": 1})
     out = str(tmp_path / "first-run.jsonl")
-    assert tool.main(["run", out, "--ops", "rmsnorm", "--phases", "cold", "--", "triton_compile=threads"]) == 0
+    assert tool.main(["run", out, "--ops", "rmsnorm", "--phases", "cold", "--", "sweep=smoke"]) == 0
     assert tool.main(["run", out, "--ops", "softmax", "--phases", "warm", "--"]) == 0
-    assert seen == [("rmsnorm", "cold", ["triton_compile=threads"]), ("softmax", "warm", [])]
+    assert seen == [("rmsnorm", "cold", ["sweep=smoke"]), ("softmax", "warm", [])]
 
 
 def test_a_first_run_logs_to_mlflow_as_the_readme_s_command_does_where_mlflow_is_there(tmp_path, monkeypatch):

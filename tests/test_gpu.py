@@ -185,27 +185,29 @@ def test_a_bound_launch_calls_the_compiled_kernel_on_the_current_stream():
     assert torch.equal(out, want)
 
 
-def test_the_next_process_takes_the_tuned_choice_from_disk(tmp_path):
-    """Two harness processes on one cache: the first measures and keeps its choice, the
-    second takes it unmeasured (same config, same table); tuning=fresh measures."""
-    env = {**os.environ, "HARNESS_CACHE": str(tmp_path / "cache"),
-           "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}"}
-
-    def run(name, *extra):
-        out = tmp_path / name
-        proc = subprocess.run([sys.executable, "-m", "harness", "op=rmsnorm", "impl=triton", "dtype=bf16",
-                               "shapes=[[64,4096]]", "sweep=smoke", "tracking=none", f"hydra.run.dir={out}", *extra],
-                              env=env, capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        (rec,) = map(json.loads, (out / "results.jsonl").read_text().splitlines())
-        assert rec["status"] == "ok", rec["reason"]
-        return rec
-
-    first, second, fresh = run("first"), run("second"), run("fresh", "tuning=fresh")
-    assert first["tuning"]["source"] == "measured" and second["tuning"]["source"] == "cache"
-    assert second["impl_config"] == first["impl_config"]
-    assert second["tuning"]["candidates"] == first["tuning"]["candidates"]
-    assert fresh["tuning"]["source"] == "measured" and fresh["tuning"]["measured_at"] >= first["tuning"]["measured_at"]
+def test_harness_tune_writes_the_table_a_run_then_reads(tmp_path, monkeypatch, capsys):
+    """harness-tune searches this GPU (today's search) and writes its table; a bind then takes
+    the table's entry for its row length, dtype and batch, and the launcher names it."""
+    from harness import configs, tune
+    monkeypatch.setattr(configs, "TABLES", tmp_path)
+    monkeypatch.setattr(configs, "_tables", {})
+    assert tune.main(["op=rmsnorm", "impl=[triton,cuda]", "dtype=bf16", "shapes=[[64,4096]]", "sweep=smoke",
+                      "write=true", f"out={tmp_path / 'tune.jsonl'}"]) == 0
+    said = capsys.readouterr().out
+    assert "entries measured" in said and "triton rmsnorm - 4096 bfloat16: search" in said, said
+    table = configs.table_for(torch.cuda.get_device_name())
+    assert table is not None and table.path.parent == tmp_path
+    configs._tables.clear()
+    op = registry.ops()["rmsnorm"]()
+    inputs = op.inputs((64, 4096), torch.bfloat16, "cuda", seed=3)
+    for impl in ("triton", "cuda"):
+        registry.load_impls("rmsnorm", [impl])
+        variant = "tuned" if impl == "cuda" else "-"
+        launch = registry.registered()[("rmsnorm", impl, variant)].bind(**inputs, out=op.make_output(inputs))
+        assert launch.config["source"].startswith(f"table {tmp_path}"), launch.config
+        kernel = f"{impl} rmsnorm {variant}"
+        config, _ = table.lookup(kernel, 4096, "bfloat16", 64)
+        assert {k: launch.config[k] for k in config} == config
 
 
 def test_compiled_code_prints_the_peer_s_triton_kernel():
@@ -486,7 +488,7 @@ CUPY_FTZ_FAILS = {("softmax", "large_magnitude"), ("rmsnorm_silu_mul_add", "larg
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
 def test_cupy_raw_row_kernels_are_right_in_every_config_on_rows_at_odd_offsets(key, dtype, monkeypatch):
     """The CUDA extension's row kernels as CuPy compiles and launches them, in each config of
-    their space (the tuner not asked: every group, packs kept and trip the tuner may pick), on rows
+    their space (the table not asked: every group, packs kept and trip harness-tune may pick), on rows
     that start on 16-byte boundaries (the whole-row kernels) and off them (x, the weights and
     the output at odd element offsets), at irregular lengths, on every input set."""
     pytest.importorskip("cupy")
@@ -498,10 +500,10 @@ def test_cupy_raw_row_kernels_are_right_in_every_config_on_rows_at_odd_offsets(k
     bind = registry.registered()[(op_name, "cupy", variant)].bind
     pick = [0]
 
-    def one_config(framework, title, fingerprint, unrunnable, key, label, cols, dtype, device, rows, scratch, bind,
+    def one_config(framework, title, unrunnable, key, label, cols, dtype, device, rows, scratch, bind,
                    kept=True, looped=True):
         space = cuda_rows.configs(cols, dtype.itemsize, kept, looped)
-        return space[pick[0] % len(space)], {}
+        return space[pick[0] % len(space)]
     monkeypatch.setattr(cuda_rows, "choose_for", one_config)
     failures, ran = [], 0
     for shape in ((3, 781), (5, 4096)):
@@ -540,7 +542,7 @@ started = time.perf_counter()
 launch = m.bind(x, w, 1e-6, torch.empty_like(x))
 launch()
 torch.cuda.synchronize()
-stats = [k.stats for k in m.KERNELS.values()]   # the kernel of each row shape and keep the tuner ran
+stats = [k.stats for k in m.KERNELS.values()]   # the kernels the bind compiled or loaded
 print(json.dumps({"seconds": time.perf_counter() - started, "hits": sum(sum(s.cache_hits.values()) for s in stats),
                   "misses": sum(sum(s.cache_misses.values()) for s in stats)}))
 """
@@ -553,7 +555,7 @@ def test_a_numba_kernel_compiled_once_loads_from_the_disk_cache_in_the_next_proc
         pytest.skip(registry.frameworks()["numba"].unusable(torch.device("cuda:0")))
     # the repository first, the rest of the path kept (the packages it was set up with)
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "PYTHONPATH": path, "HARNESS_CACHE": str(tmp_path), "HARNESS_TUNING": "cached"}
+    env = {**os.environ, "PYTHONPATH": path, "HARNESS_CACHE": str(tmp_path)}
     env.pop("NUMBA_CACHE_DIR", None)
     runs = []
     for _ in range(2):

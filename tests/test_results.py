@@ -215,9 +215,8 @@ def test_records_naming_no_gpu_are_left_out_and_counted(tmp_path, capsys):
 
 
 def first_run(op, phase, seconds, when, gpu="NVIDIA H200", cut=False, **more):
-    tuning = [{"seconds": 2.5}, {"seconds": 4.0}] if phase == "cold" else []   # a warm run tunes nothing
     return json.dumps({"kind": "first_run", "op": op, "phase": phase, "seconds": seconds, "cut": cut, "cases": 84,
-                       "tuning": tuning, "gpu": gpu, "commit": "abc", "when": when, **more})
+                       "gpu": gpu, "commit": "abc", "when": when, **more})
 
 
 def test_first_runs_are_kept_beside_the_cases_the_latest_per_op_and_phase_and_shown_summed(tmp_path):
@@ -238,16 +237,15 @@ def test_first_runs_are_kept_beside_the_cases_the_latest_per_op_and_phase_and_sh
     assert kept == {("rmsnorm", "cold"): 200.0, ("rmsnorm", "warm"): 100.0, ("softmax", "cold"): 150.0}
     page = (out / "h200.md").read_text()
     assert "## First runs" in page
-    assert "| rmsnorm | 84 | 200 | 100 | 2 | 2.5-4.0 | off | 2026-12-02 abc |" in page
-    assert "| softmax | 84 | 150+ (54 of 84 cases) |  | 2 | 2.5-4.0 | off | 2026-12-02 tree 0123456789ab |" in page
+    assert "| rmsnorm | 84 | 200 | 100 | off | 2026-12-02 abc |" in page
+    assert "| softmax | 84 | 150+ (54 of 84 cases) |  | off | 2026-12-02 tree 0123456789ab |" in page
     assert "MLflow `off`" in page
     assert "| these 2 summed | | 350+ | 100 |" in page and "cut by its time limit" in page
-    assert "not all warm" not in page
-    c = tmp_path / "c.jsonl"   # a warm run that had to tune (its cold run was cut): said so
-    c.write_text(first_run("softmax", "warm", 90.0, "2026-12-02T10:20:00Z", tuning=[{"seconds": 1.0}] * 2) + "\n")
+    c = tmp_path / "c.jsonl"
+    c.write_text(first_run("softmax", "warm", 90.0, "2026-12-02T10:20:00Z") + "\n")
     assert results.main([str(c), "--dir", str(out)]) == 0
     page = (out / "h200.md").read_text()
-    assert "| softmax | 84 | 150+ (54 of 84 cases) | 90, 2 keys tuned |" in page and "not all warm" in page
+    assert "| softmax | 84 | 150+ (54 of 84 cases) | 90 |" in page
     # the cold and warm runs ran other files: each is named
     assert "| off | cold 2026-12-02 tree 0123456789ab, warm 2026-12-02 abc |" in page
 
@@ -255,7 +253,7 @@ def test_first_runs_are_kept_beside_the_cases_the_latest_per_op_and_phase_and_sh
 def test_a_first_run_says_whether_it_logged_to_mlflow():
     lines = results.first_run_table([json.loads(first_run("copy", "cold", 20.0, "2026-12-02T10:00:00Z",
                                                           tracking="local"))])
-    assert "| copy | 84 | 20 |  | 2 | 2.5-4.0 | local | 2026-12-02 abc |" in lines
+    assert "| copy | 84 | 20 |  | local | 2026-12-02 abc |" in lines
     assert not any("MLflow `off`" in line for line in lines)
 
 

@@ -15,6 +15,6 @@ def blocks_for(n: int, itemsize: int, config: dict, device) -> int:
     return _launch.blocks_for(n, UNROLL * (16 // itemsize), config, sm_count(device))
 
 
-def chosen(kernel: str, n: int, dtype, make, device, candidates: list[dict] = CANDIDATES):
+def chosen(kernel: str, n: int, dtype, make, device, rule: dict = _launch.RULE):
     """_launch.chosen for the CUDA extension's 1-D kernels (``kernel`` without "cuda")."""
-    return _launch.chosen(f"cuda {kernel}", n, dtype, make, device, candidates)
+    return _launch.chosen(f"cuda {kernel}", n, dtype, make, device, CANDIDATES, rule)

@@ -3,6 +3,7 @@ accumulator and a ticket counter that every launch leaves zeroed (two launches o
 must not overlap: they run in stream order)."""
 import torch
 
+from impls._frameworks._launch import REDUCTION_RULE
 from impls._frameworks.cuda.launch import blocks_for, chosen, with_grid
 
 VARIANTS = ("two_pass", "atomic")
@@ -16,4 +17,4 @@ def bind_reduce(kernel, name: str, variant: str, x, out):
         threads, blocks = config["threads"], blocks_for(x.numel(), x.element_size(), config, x.device)
         scratch = torch.zeros(2 if atomic else blocks, dtype=torch.float32, device=x.device)
         return with_grid(lambda: kernel(x, out, scratch, atomic, threads, blocks), blocks=blocks)
-    return chosen(f"{name} {variant}", x.numel(), x.dtype, make, x.device)
+    return chosen(f"{name} {variant}", x.numel(), x.dtype, make, x.device, REDUCTION_RULE)

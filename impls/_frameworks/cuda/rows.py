@@ -115,19 +115,32 @@ def check(rows: int, cols: int, config: dict, itemsize: int, label: str) -> None
         raise ValueError(f"{label}: no rows")
 
 
+# Where no table holds the row length: 8 packs (128 bytes) a thread. With 4, the H200 ran Welford
+# LayerNorm bf16 at 16384 columns at 0.62 and online softmax at 0.63-0.69 of the tuned config.
+RULE_PACKS = 8
+
+
 def rule(cols: int, itemsize: int, kept: bool = True, looped: bool = True) -> dict:
-    """The config where no table holds the row length: the row kept in registers at up to 4
-    packs a thread (16 registers of data, room for 8 blocks of 256 an SM), on the fewest
-    threads that hold it; a row too long for that, or a kernel that cannot keep it, read
-    again on 512 threads a row, 2 packs a trip."""
+    """The config where no table holds the row length: RULE_PACKS packs a thread and at least a
+    warp a row (group = the larger of min(32, packs) and packs / RULE_PACKS, a power of two),
+    256 threads a block (the group's if larger); the row kept in registers where the kernel
+    has that path and rows.cuh's bounds allow it; else read again on the same group (at most
+    MAX_LOOPED_GROUP), 4 packs a trip where a thread reads 8 or more (two trips or more), else 1
+    (a 781-column bf16 row, 4 packs a thread, ran trip 4 at 0.80-0.82 of trip 1 on the H200).
+    At the recorded cases of 256 MiB or more it ran at 0.905 or better of the tuned config on
+    the H200, and 0.88-0.89 at one H100 key (online softmax fp32 4096: that GPU wants 4 packs a
+    thread, the H200 8; its table holds it)."""
+    packs = -(-cols // (16 // itemsize))
+    group = max(4, min(32, 1 << (packs - 1).bit_length()), 1 << (-(-packs // RULE_PACKS) - 1).bit_length())
     space = configs(cols, itemsize, kept, looped)
-    held = [c for c in space if 0 < c["packs"] <= 4]
-    if held:
-        return min(held, key=lambda c: c["group"])
-    again = [c for c in space if c["packs"] == 0]
-    if again:
-        return min(again, key=lambda c: (abs(c["group"] - MAX_LOOPED_GROUP), abs(c["trip"] - 2)))
-    return space[-1]
+    if kept and group <= 1024:
+        held = 1 << (-(-packs // group) - 1).bit_length()
+        config = dict(group=group, packs=held, threads=max(group, 256))
+        if config in space:
+            return config
+    group = min(MAX_LOOPED_GROUP, group if not kept else max(32, group))
+    config = dict(group=group, packs=0, threads=max(group, 256), trip=4 if -(-packs // group) >= 8 else 1)
+    return config if config in space else space[-1]
 
 
 def choose_for(framework: str, title: str, unrunnable_errors: tuple, key: tuple, label: str, cols: int, dtype,

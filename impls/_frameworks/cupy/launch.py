@@ -28,9 +28,9 @@ def unrunnable() -> tuple:
     return (cupy.cuda.driver.CUDADriverError,)
 
 
-def chosen(kernel: str, n: int, dtype, make, device, candidates: list[dict] = CANDIDATES):
+def chosen(kernel: str, n: int, dtype, make, device, rule: dict = _launch.RULE):
     """_launch.chosen for CuPy's build of the kernels (``kernel`` without "cupy")."""
-    return _launch.chosen(f"cupy {kernel}", n, dtype, make, device, candidates, unrunnable=unrunnable())
+    return _launch.chosen(f"cupy {kernel}", n, dtype, make, device, CANDIDATES, rule, unrunnable=unrunnable())
 
 
 def raw_launcher(kernel, grid: int, block: int, args: tuple, **grid_info):
@@ -133,4 +133,4 @@ def reduce_1d(op: str, variant: str, x: torch.Tensor, out: torch.Tensor):
         launch.scratch = scratch   # alive as long as the launcher
         launch.grid = {"blocks": blocks}
         return launch
-    return chosen(f"{op} {variant}", n, x.dtype, make, x.device)
+    return chosen(f"{op} {variant}", n, x.dtype, make, x.device, _launch.REDUCTION_RULE)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from impls._frameworks.numba.launch import blocks_for, chosen, with_grid
+from impls._frameworks.numba.launch import REDUCTION_RULE, blocks_for, chosen, with_grid
 from impls._frameworks.numba.runtime import SIMULATED, Launch, flat_words, sequence, view
 
 VARIANTS = ("two_pass", "atomic")
@@ -50,4 +50,4 @@ def bind_reduce(kernels: Kernels, variant: str, x, out):
                           Launch(kernels.finish, 1, finish_threads, (ps, outs, blocks), device=x.device))
         launch.scratch = partial
         return with_grid(launch, blocks=blocks, finish_threads=finish_threads, word_phase=phase)
-    return chosen(f"{kernels.name} {variant}", n, x.dtype, make, x.device)
+    return chosen(f"{kernels.name} {variant}", n, x.dtype, make, x.device, REDUCTION_RULE)

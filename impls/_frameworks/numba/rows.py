@@ -209,16 +209,45 @@ def row_launcher(key: tuple, label: str, inputs: tuple, scratch, bind, cacheable
                               cols=cols, shapes=space, scratch=scratch, bind=bind, row_bytes=cols * x.element_size(),
                               neutral=NEUTRAL, device=x.device, unrunnable=(TooManyThreads,))
     kernel = " ".join(("numba", *key, *(("-",) if len(key) == 1 else ())))
-    choice = tables.config_for(kernel, cols, x.dtype, rows, x.device, rule(space), check, search_space)
+    rule_config = rule((key[0], key[1] if len(key) > 1 else "-"), cols, x.element_size(), cacheable, keeps)
+    choice = tables.config_for(kernel, cols, x.dtype, rows, x.device, rule_config, check, search_space)
     return configured(bind(choice.config, inputs, rows),
                       {**choice.config, "whole": whole(inputs, cols), "source": choice.source})
 
 
-def rule(space: list[dict]) -> dict:
-    """The config where no table holds the row length: the group that keeps the row in
-    registers with the fewest threads (one step covers it), else the largest group."""
-    kept = [c for c in space if c["kept"]]
-    return min(kept, key=lambda c: c["group"]) if kept else space[-1]
+# How a kernel holds a row one step of its group does not cover (rule): online softmax and
+# Welford LayerNorm run best at half the keeping group, the row cached (kept, they ran 0.49-0.82
+# of the tuned config on the H200 at 4096-16384 columns); at a 1024-thread keeping group
+# softmax keeps the row, the chain goes to half, RMSNorm and LayerNorm two_pass read it again.
+TWO_STEP = {("softmax", "online"), ("layernorm", "welford")}
+KEEPS_1024 = {("softmax", "on_chip"), ("softmax", "three_pass")}
+HALVES_1024 = {("rmsnorm_silu_mul_add", "fused")}
+
+
+def rule(kernel: tuple, cols: int, itemsize: int, cacheable: bool, keeps: tuple = tuple(KEEPS)) -> dict:
+    """The config where no table holds the row length: the smallest group one step of which
+    covers the row (kept in registers), at least min(16, chunks) threads a row (a 127-column
+    row on 4 threads ran 0.33-0.60 of 16), 256 threads a block; a two-step kernel (TWO_STEP, a
+    kernel without a kept path, the chain at 1024) at half that group, cached where it fits,
+    else read again; a 1024-thread keeping group by ``kernel`` (op, variant): KEEPS_1024 keep
+    it, the others read again on 1024 threads; rows no group keeps: 512 threads reading again
+    (1024: 0.66-0.95). At the recorded cases of 256 MiB or more it ran at 0.90 or better of the
+    tuned config on both GPUs."""
+    chunk = chunk_of(itemsize)
+    steps = -(-cols // chunk)
+    group = max(1, _pow2_at_least(-(-steps // CHUNKS)), min(16, _pow2_at_least(steps)))
+    if group > 1024:
+        config = shape(512, cols, cacheable, itemsize, keep_in_registers=False)
+    else:
+        two_step = kernel in TWO_STEP or (kernel in HALVES_1024 and group == 1024) or KEPT not in keeps
+        if two_step and group >= 2 and steps > CHUNKS * (group // 2) and cols <= MAX_PER_THREAD * (group // 2):
+            config = shape(group // 2, cols, cacheable and CACHED in keeps, itemsize, keep_in_registers=False)
+        elif group == 1024 and kernel not in KEEPS_1024:
+            config = shape(1024, cols, cacheable and CACHED in keeps, itemsize, keep_in_registers=False)
+        else:
+            config = shape(group, cols, cacheable, itemsize)
+    space = configs(cols, cacheable, itemsize, keeps)
+    return config if config in space else min(space, key=lambda c: abs(c["group"] - config["group"]))
 
 
 def whole(tensors, cols: int) -> bool:
