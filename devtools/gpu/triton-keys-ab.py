@@ -27,7 +27,7 @@ import impls.rmsnorm_silu_mul_add.triton as chain
 import impls.softmax.triton as sm
 
 LARGE_BYTES = 256 << 20
-NOT_CONFIG = ("BLOCK", "on_chip", "tuned_for_rows", "tuned_as", "note", "variant_run")
+NOT_CONFIG = ("BLOCK", "on_chip", "tuned_for_rows", "tuned_as", "note", "variant_run", "source")
 
 
 KERNELS = {"rmsnorm": rms._rmsnorm, "layernorm": ln._layernorm, "softmax": sm._softmax,
@@ -134,11 +134,11 @@ def multi_row_tiles(device):
             if tile_rows == 1:
                 continue
             base = dict(rows=tile_rows, num_warps=warps, persistent=False, hints="plain", prefetch=False,
-                        early=False, ordered=False, loop_block=0, maxnreg=0)
+                        early=False, ordered=False, loop_block=0)
             yield "rmsnorm", "-", base, (rows, cols)
-            yield "layernorm", "welford", {**base, "reload": False}, (rows, cols)
+            yield "layernorm", "welford", base, (rows, cols)
             if cols == block:
-                yield "layernorm", "welford", {**base, "reload": False, "early": True, "predicated": True}, (rows, cols)
+                yield "layernorm", "welford", {**base, "early": True, "predicated": True}, (rows, cols)
 
 
 def main(paths) -> int:

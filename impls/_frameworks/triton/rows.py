@@ -5,14 +5,13 @@ harness.tuner.
 
 A config: ``rows`` per tile and ``num_warps``, a ``persistent`` grid or one program per
 tile, cache ``hints``, and the kernel's own switches where it has them (the constexprs
-PREFETCH, EARLY, ORDERED, RELOAD, the looped path ``loop_block``, a register cap
-``maxnreg``, ``predicated`` loads)."""
+PREFETCH, EARLY, ORDERED, the looped path ``loop_block``, ``predicated`` loads)."""
 import contextvars
 
 from harness import tuner
 from impls._frameworks.triton.launch import (HINTS, bound_launch, build_all, describe, interpreting, next_pow2,
                                              unrunnable)
-from impls._frameworks.triton.occupancy import FULL_OCCUPANCY_REGS, first_guess, persistent_programs
+from impls._frameworks.triton.occupancy import first_guess, persistent_programs
 
 # Rows up to this many elements stay in registers (one read of x); longer rows are
 # walked in tiles of ROW_TILE with a column loop (x read again from L2 or memory).
@@ -39,14 +38,14 @@ BATCH_ARGS = ("rows", "programs")
 # elements in which order: configs that differ only in these give identical bits, so a
 # batch may take its own without losing batch invariance. The tuner also compares the
 # bits candidates actually write: other tile shapes can share them too.
-BIT_NEUTRAL = ("persistent", "hints", "prefetch", "early", "ordered", "reload", "maxnreg", "predicated")
+BIT_NEUTRAL = ("persistent", "hints", "prefetch", "early", "ordered", "predicated")
 
 # Switches a row kernel may take (``options``): tried only for kernels that have them.
 # "looped" (loop_block > 0): a row that would fit on chip is walked in column tiles
 # instead, kept in L2 between passes. "looped_early": the kernel's EARLY applies to such a
 # looped row too (its second pass then holds the whole row, its operands loaded up front).
 ROW_OPTIONS = ("prefetch", "early", "ordered", "looped")
-SWITCHES = ("prefetch", "early", "ordered", "reload")   # the constexpr switches among the options
+SWITCHES = ("prefetch", "early", "ordered")   # the constexpr switches among the options
 
 # What a batch too small to fill the GPU wants: its operands' loads out with x's, not after
 # x's reduction (H200, LayerNorm 16x4096 bf16: 5.76 us plain, 5.22 with EARLY). EARLY
@@ -62,10 +61,7 @@ SMALL_BATCH_SWITCHES = tuple(s for t in SMALL_BATCH_TOGGLES for s in t)
 # (column tile, num_warps) of looped rows. A looped row that fits on chip has a static trip
 # count (SPAN): the column loop unrolls and all of a row's loads are in flight at once on
 # ~30 registers, so four 16-warp programs fit an SM (torch.compile's RMSNorm runs 2048- or
-# 4096-column tiles on 16 warps so, at ~100% of the H200's roof). 16-warp looped tiles are
-# also tried capped at FULL_OCCUPANCY_REGS: a cap moves no arithmetic, only registers (the
-# chain's fp16 kernel takes 48 where bf16 takes 40: two programs per SM against three,
-# 10% slower). Not on chip, nor on 8 warps: capped there they ran 8-89% and 30-40% slower.
+# 4096-column tiles on 16 warps so, at ~100% of the H200's roof).
 LOOPED_SHAPES = ((2048, 8), (2048, 16), (4096, 8), (4096, 16))
 
 # The width an on-chip kernel with a FOLD parameter folds its rows' sums to: the narrowest
@@ -126,9 +122,7 @@ def row_call(kernel, cfg: dict, rows: int, *args, **constexprs) -> tuple[dict, i
     ``cfg``: its switches, hints and constexprs worked out from the config."""
     tiles = -(-rows // cfg["rows"])
     options = {o.upper(): cfg.get(o, False) for o in SWITCHES if o.upper() in kernel.arg_names}
-    hints = dict(HINTS[cfg["hints"]])
-    if cfg.get("reload"):
-        hints["LOAD"] = "evict_last"   # the first read leaves x in cache for the second
+    hints = HINTS[cfg["hints"]]
     # SPAN: a looped row's on-chip block, a static bound for its column loops (0: loop to cols)
     span = constexprs["BLOCK"] if cfg.get("loop_block") and constexprs["ON_CHIP"] else 0
     if cfg.get("predicated"):   # masked on the row's length though it fills the block
@@ -145,8 +139,6 @@ def row_call(kernel, cfg: dict, rows: int, *args, **constexprs) -> tuple[dict, i
         constexprs = {**constexprs, "FOLD": fold}
     if "PERSISTENT" in kernel.arg_names:   # one program per tile: no loop (device: one_tile)
         constexprs = {**constexprs, "PERSISTENT": bool(cfg["persistent"])}
-    if cfg.get("maxnreg"):
-        constexprs = {**constexprs, "maxnreg": cfg["maxnreg"]}   # a compile option, not a parameter
     return dict(ROWS=cfg["rows"], num_warps=cfg["num_warps"], **hints, **options, **constexprs), tiles
 
 
@@ -219,23 +211,16 @@ def other_hints(c: dict) -> list[dict]:
 
 
 def space(key, cols: int, block: int, on_chip: bool, dtype, device, make_scratch, bind, max_rows: int = 4,
-          options: tuple[str, ...] = (), kernel=None) -> tuner.RowSpace:
+          options: tuple[str, ...] = ()) -> tuner.RowSpace:
     """The configs tune_rows tries for a row kernel: every tile shape one program per tile,
     without hints (and, with "looped" among ``options``, the LOOPED_SHAPES); the small-batch
     toggles among the options; then a persistent grid (prefetching, if an option),
-    streaming hints, early operands, x reloaded (if options) along the greedy path."""
+    streaming hints, early operands (if an option) along the greedy path."""
     shapes = tile_shapes(block, on_chip, max_rows, dtype.itemsize)
-    switches = [o for o in options if o in SWITCHES]
-    off = {**{o: False for o in switches}, **({"loop_block": 0, "maxnreg": 0} if "looped" in options else {})}
+    off = switches_off(options)
     configs = [dict(rows=r, num_warps=w, persistent=False, hints="plain", **off) for r, w in shapes]
-    if "looped" in options:
-        for loop_block, warps in LOOPED_SHAPES:
-            if cols >= 2 * loop_block:
-                looped = {**off, "rows": 1, "num_warps": warps, "persistent": False, "hints": "plain",
-                          "loop_block": loop_block}
-                configs.append(looped)
-                if warps == 16:
-                    configs.append({**looped, "maxnreg": FULL_OCCUPANCY_REGS})
+    configs += [{**off, "rows": 1, "num_warps": warps, "persistent": False, "hints": "plain", "loop_block": loop_block}
+                for loop_block, warps in looped_shapes(cols, options)]
     # "predicated" only where the row fills its block: a shorter one is masked already
     small_batch = [dict(t) for t in SMALL_BATCH_TOGGLES if all(s in options for s in t)
                    and ("predicated" not in t or (on_chip and block == cols))]
@@ -243,7 +228,6 @@ def space(key, cols: int, block: int, on_chip: bool, dtype, device, make_scratch
     path += [{"persistent": True, "prefetch": True}] if "prefetch" in options else []
     path += [{"hints": "stream"}]
     path += [{"early": True}] if "early" in options else []
-    path += [{"reload": True}] if "reload" in options else []
     # EARLY and ORDERED on a looped row that fits in SPAN: its operands loaded whole up front
     looped_switches = ("early", "ordered") if "looped_early" in options else ()
 
@@ -260,15 +244,24 @@ def space(key, cols: int, block: int, on_chip: bool, dtype, device, make_scratch
                           unrunnable=unrunnable(), device=device)
 
 
+def switches_off(options: tuple[str, ...]) -> dict:
+    """A config's switches among ``options``, off: the constexpr ones and the looped path's tile."""
+    return {**{o: False for o in options if o in SWITCHES}, **({"loop_block": 0} if "looped" in options else {})}
+
+
+def looped_shapes(cols: int, options: tuple[str, ...]) -> list[tuple[int, int]]:
+    """The LOOPED_SHAPES a row of ``cols`` may take: with "looped" among the kernel's options,
+    column tiles of at most half the row (a row of one tile is the on-chip path)."""
+    return [(b, w) for b, w in LOOPED_SHAPES if cols >= 2 * b] if "looped" in options else []
+
+
 def interpreted_config(block: int, on_chip: bool, max_rows: int, itemsize: int, options: tuple[str, ...]) -> dict:
     """The config under the interpreter, where nothing is measured: the most rows per tile
     (exercises the row masks), persistent, every switch on but ORDERED, which takes the
-    place of PREFETCH's and EARLY's loads (the forced-switch CPU tests run it)."""
+    place of PREFETCH's and EARLY's loads (the forced-switch CPU tests run the others)."""
     rows, warps = max(tile_shapes(block, on_chip, max_rows, itemsize))
-    switches = [o for o in options if o in SWITCHES]
-    off = {**{o: False for o in switches}, **({"loop_block": 0, "maxnreg": 0} if "looped" in options else {})}
-    return {"rows": rows, "num_warps": warps, "persistent": True, "hints": "plain", **off,
-            **{o: o != "ordered" for o in switches}}
+    return {"rows": rows, "num_warps": warps, "persistent": True, "hints": "plain", **switches_off(options),
+            **{o: o != "ordered" for o in options if o in SWITCHES}}
 
 
 def rule(block: int, on_chip: bool, dtype, options: tuple[str, ...] = ()) -> dict:
@@ -276,9 +269,7 @@ def rule(block: int, on_chip: bool, dtype, options: tuple[str, ...] = ()) -> dic
     space): one row a program, one program per tile, plain loads, every switch off, and
     16 elements a thread (two to four 16-byte loads in flight): BLOCK / 512 warps."""
     warps = min(32, max(1, block // 512))
-    off = {**{o: False for o in options if o in SWITCHES}, **({"loop_block": 0, "maxnreg": 0} if "looped" in options
-                                                              else {})}
-    return {"rows": 1, "num_warps": warps, "persistent": False, "hints": "plain", **off}
+    return {"rows": 1, "num_warps": warps, "persistent": False, "hints": "plain", **switches_off(options)}
 
 
 def checker(block: int, on_chip: bool, dtype, options: tuple[str, ...], max_rows: int):
@@ -295,7 +286,7 @@ def checker(block: int, on_chip: bool, dtype, options: tuple[str, ...], max_rows
 
 
 def row_choice(key, rows: int, cols: int, block: int, on_chip: bool, dtype, device, make_scratch, bind,
-               max_rows: int = 4, options: tuple[str, ...] = (), kernel=None) -> dict:
+               max_rows: int = 4, options: tuple[str, ...] = ()) -> dict:
     """The config of a row kernel for a batch of ``rows`` (harness.configs: this GPU's table,
     else ``rule``), its source in it; under the interpreter, interpreted_config. ``key``
     (op, variant) names the kernel in the table; ``block`` is the kernel's BLOCK (the row, or
@@ -310,5 +301,5 @@ def row_choice(key, rows: int, cols: int, block: int, on_chip: bool, dtype, devi
     choice = configs.config_for(name, cols, dtype, rows, device, rule(block, on_chip, dtype, options),
                                 checker(block, on_chip, dtype, options, max_rows),
                                 lambda: space((*key, cols, str(dtype)), cols, block, on_chip, dtype, device,
-                                              make_scratch, bind, max_rows, options, kernel))
+                                              make_scratch, bind, max_rows, options))
     return {**choice.config, "source": choice.source}
