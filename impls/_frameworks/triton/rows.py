@@ -264,24 +264,103 @@ def interpreted_config(block: int, on_chip: bool, max_rows: int, itemsize: int, 
             **{o: o != "ordered" for o in options if o in SWITCHES}}
 
 
-def rule(block: int, on_chip: bool, dtype, options: tuple[str, ...] = ()) -> dict:
-    """The config where no table holds the row length (Liger's calculate_settings, in this
-    space): one row a program, one program per tile, plain loads, every switch off, and
-    16 elements a thread (two to four 16-byte loads in flight): BLOCK / 512 warps."""
-    warps = min(32, max(1, block // 512))
-    return {"rows": 1, "num_warps": warps, "persistent": False, "hints": "plain", **switches_off(options)}
+# The rule's figures are tuned/rule time ratios on harness-tune's ~256 MiB problem (1.00: the
+# rule runs as fast as the config the search chose), from the recorded H100 (2026-12-07) and
+# H200 (docs/results/h200.jsonl) tuning tables.
+# Bytes of its tile a thread holds (softmax's three-pass variant: see rule): Liger's 16 warps
+# at BLOCK 16384 (64 bytes a thread in bf16) ran Welford LayerNorm bf16 at 0.64 on the H200,
+# 8 warps (128 bytes) at 1.00; the 16-bit chain on chip at 8192 columns ran 0.87 on 8 warps
+# (64 bytes), 0.95 on 16 (32 bytes).
+BYTES_PER_THREAD = {"softmax": 64, "rmsnorm": 64, "layernorm": 128, "rmsnorm_silu_mul_add": 32}
+# Rows of at most 1024 elements: rows a tile up to this many elements (Welford LayerNorm: one
+# 781-column row). RMSNorm bf16 at 781 columns, one row a program, ran 0.60-0.75 on the H200.
+SHORT_TILE = {"softmax": 1024, "rmsnorm": 4096, "layernorm": 4096, "rmsnorm_silu_mul_add": 2048, "welford": 1024}
+# The kernels that take the looped path for a row filling a BLOCK of LOOPED_FROM or more: on
+# chip on 16 warps RMSNorm bf16 16384 ran 0.75 on the H200, looped 0.97-0.99.
+LOOPED_KERNELS = ("rmsnorm", "rmsnorm_silu_mul_add")
+LOOPED_FROM = 4096
+# A tile of at most this many elements (rows of up to 32 columns; softmax's of up to 128): a
+# persistent grid, prefetching where the kernel can. One program per tile ran 1-3 columns at
+# 0.04-0.24, persistent 0.90-0.91, persistent and prefetching 0.98-0.99.
+TINY_TILE = 128
+# Three-pass softmax reads its row three times: from rows of this many bytes it takes 16
+# warps (4 warps ran 16384 bf16 at 0.65 on the H200).
+THREE_PASS_WIDE = 16384
 
 
-def checker(block: int, on_chip: bool, dtype, options: tuple[str, ...], max_rows: int):
-    """check(config): a ValueError for a config this row kernel's space does not hold."""
-    plain = rule(block, on_chip, dtype, options)
-    shapes = set(tile_shapes(block, on_chip, max_rows, dtype.itemsize)) | {(1, w) for _, w in LOOPED_SHAPES}
+def nearest_warps(block: int, rows: int, itemsize: int, want: int) -> int:
+    """The num_warps of tile_shapes' tiles of ``rows`` rows nearest ``want`` in powers of two
+    (a tie: the more warps)."""
+    offered = {w for r, w in tile_shapes(block, True, rows, itemsize) if r == rows}
+    return min(offered, key=lambda w: (abs(w.bit_length() - want.bit_length()), -w))
+
+
+def rule(op: str, variant: str, cols: int, block: int, on_chip: bool, itemsize: int,
+         options: tuple[str, ...] = (), max_rows: int = 4) -> dict:
+    """The config of a row kernel (``op``, ``variant``) where no table holds the row length:
+    Liger's shape (BLOCK from row_block, one row a program, one program per tile, plain
+    hints, every switch off) changed where the recorded tables say so (the figures at
+    BYTES_PER_THREAD and below). At the recorded cases of 256 MiB or more it ran at 0.95 or
+    more of the tuned config on the H100, 0.91 on the H200; Liger's rule alone, 0.80 and 0.61.
+    - Rows longer than MAX_ON_CHIP (4096-column tiles): 16 warps. On the H100's 65537- and
+      262147-column rows 16 warps ran 0.84-1.00, Liger's 8 warps 0.56-0.99.
+    - RMSNorm and the chain on a row that fills a BLOCK of LOOPED_FROM or more: the looped
+      path, 2048-column tiles on 8 warps (16-bit) or 16 (fp32), from 8192 columns 4096-column
+      tiles on 16 warps (torch.compile's shape); 0.95 or more on both GPUs. Not a row shorter
+      than its BLOCK: 5000 columns looped ran 0.30-0.61.
+    - On-chip rows of BLOCK <= 1024: rows a tile up to SHORT_TILE elements; LayerNorm's take
+      32 elements a thread.
+    - Warps: the tile's bytes / (32 x BYTES_PER_THREAD), the nearest offered; three-pass
+      softmax 16 from rows of THREE_PASS_WIDE bytes.
+    - A tile of TINY_TILE elements or fewer: a persistent grid, prefetching where the kernel
+      has PREFETCH."""
+    cfg = {"rows": 1, "num_warps": 4, "persistent": False, "hints": "plain", **switches_off(options)}
+    if cols > MAX_ON_CHIP:
+        return {**cfg, "num_warps": nearest_warps(block, 1, itemsize, 16)}
+    if op in LOOPED_KERNELS and "looped" in options and cols == block >= LOOPED_FROM:
+        loop_block = 4096 if cols >= 8192 else 2048
+        return {**cfg, "loop_block": loop_block, "num_warps": 16 if loop_block == 4096 or itemsize == 4 else 8}
+    rows = 1
+    if on_chip and block <= 1024:
+        rows = max(1, min(max_rows, SHORT_TILE["welford" if variant == "welford" else op] // block))
+    per_thread = 32 * itemsize if op == "layernorm" and rows > 1 else BYTES_PER_THREAD[op]
+    want = rows * block * itemsize // (32 * per_thread)
+    if op == "softmax" and variant == "three_pass" and cols * itemsize >= THREE_PASS_WIDE:
+        want = 16
+    cfg.update(rows=rows, num_warps=nearest_warps(block, rows, itemsize, max(1, want)))
+    if rows * block <= TINY_TILE:
+        cfg["persistent"] = True
+        if "prefetch" in options:
+            cfg["prefetch"] = True
+    return cfg
+
+
+def checker(cols: int, block: int, on_chip: bool, itemsize: int, options: tuple[str, ...], max_rows: int):
+    """check(config): a ValueError naming what this row kernel cannot take in ``config`` (a
+    table entry): keys other than its space's (a switch the kernel lacks, or one it no longer
+    has), a tile or looped tile its space does not offer, several rows a tile on the looped
+    path (which walks one row), a switch that is not a bool, unknown hints."""
+    keys = {"rows", "num_warps", "persistent", "hints", *switches_off(options)}
+    optional = {"predicated"} if "predicated" in options else set()
+    tiles = set(tile_shapes(block, on_chip, max_rows, itemsize))
+    looped = set(looped_shapes(cols, options))
 
     def check(config):
-        keys = set(config) - {"predicated"}
-        if keys != set(plain) or (config["rows"], config["num_warps"]) not in shapes \
-                or config["hints"] not in HINTS or config.get("loop_block", 0) not in (0, *(b for b, _ in LOOPED_SHAPES)):
-            raise ValueError(f"{config} is not among this kernel's configs (keys {sorted(plain)}, tiles {sorted(shapes)})")
+        if keys - set(config) or set(config) - keys - optional:
+            raise ValueError(f"its keys {sorted(config)} are not this kernel's {sorted(keys)}"
+                             + (" (and optionally predicated)" if optional else ""))
+        if config["hints"] not in HINTS:
+            raise ValueError(f"hints {config['hints']!r} is not one of {sorted(HINTS)}")
+        for k in ("persistent", *SWITCHES, *optional):
+            if k in config and not isinstance(config[k], bool):
+                raise ValueError(f"{k}={config[k]!r} is not true or false")
+        shape = (config["rows"], config["num_warps"])
+        if config.get("loop_block"):
+            if shape[0] != 1 or (config["loop_block"], shape[1]) not in looped:
+                raise ValueError(f"the looped tile (loop_block, num_warps) = ({config['loop_block']}, {shape[1]}) "
+                                 f"with {shape[0]} rows is not one of {sorted(looped)} with 1 row")
+        elif shape not in tiles:
+            raise ValueError(f"the tile (rows, num_warps) = {shape} is not one of {sorted(tiles)}")
     return check
 
 
@@ -297,9 +376,10 @@ def row_choice(key, rows: int, cols: int, block: int, on_chip: bool, dtype, devi
     from harness import configs
     if interpreting():
         return {**interpreted_config(block, on_chip, max_rows, dtype.itemsize, options), "source": "interpreter"}
-    name = " ".join(("triton", *map(str, key)))
-    choice = configs.config_for(name, cols, dtype, rows, device, rule(block, on_chip, dtype, options),
-                                checker(block, on_chip, dtype, options, max_rows),
+    op, variant = key
+    choice = configs.config_for(f"triton {op} {variant}", cols, dtype, rows, device,
+                                rule(op, variant, cols, block, on_chip, dtype.itemsize, options, max_rows),
+                                checker(cols, block, on_chip, dtype.itemsize, options, max_rows),
                                 lambda: space((*key, cols, str(dtype)), cols, block, on_chip, dtype, device,
                                               make_scratch, bind, max_rows, options))
     return {**choice.config, "source": choice.source}
