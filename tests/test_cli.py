@@ -444,27 +444,6 @@ def test_torch_compile_shapes_static_or_dynamic_rows_is_recorded(tmp_path):
         assert rec["batch_invariant"] is not None
 
 
-def test_the_environment_sets_triton_compile_and_the_command_line_wins(monkeypatch):
-    """README: triton_compile, env HARNESS_TRITON_COMPILE: the variable sets the run's default
-    (the config reads it, and does not replace it), and triton_compile= on the command line wins."""
-    from hydra import compose, initialize_config_dir
-
-    from harness import plan as planning
-    from harness import registry
-
-    def chosen(*overrides):
-        with initialize_config_dir(config_dir=str(planning.CONF_DIR), version_base="1.3"):
-            cfg = compose("config", overrides=["op=copy", *overrides])
-        planning._framework_settings(cfg, registry.frameworks())
-        return os.environ["HARNESS_TRITON_COMPILE"]
-
-    monkeypatch.delenv("HARNESS_TRITON_COMPILE", raising=False)
-    assert chosen() == "processes"
-    monkeypatch.setenv("HARNESS_TRITON_COMPILE", "serial")
-    assert chosen() == "serial"
-    assert chosen("triton_compile=threads") == "threads"
-
-
 def test_static_shapes_leave_the_rows_unmarked(monkeypatch):
     from impls._frameworks import torch_compile
     for mode, marked in (("static", False), ("dynamic_rows", True)):
