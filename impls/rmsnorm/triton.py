@@ -123,7 +123,7 @@ def rmsnorm_launcher(x, weight, eps, out):
         return xs, weight, torch.empty_like(xs)
 
     cfg = row_choice(("rmsnorm", "-"), rows, cols, block, on_chip, x.dtype, x.device, scratch, bind,
-                     options=(*ROW_OPTIONS, "looped_early") if on_chip else (), kernel=_rmsnorm)
+                     options=(*ROW_OPTIONS, "looped_early") if on_chip else ())
     return configured(bind(cfg, (x, weight, out), rows), row_config(cfg, block, on_chip))
 
 

@@ -180,7 +180,7 @@ def bind_fused(x, weight, u, r, eps, out):
         return xs, torch.randn_like(xs), torch.randn_like(xs), torch.empty_like(xs)
 
     cfg = row_choice(("rmsnorm_silu_mul_add", "fused"), rows, cols, block, on_chip, x.dtype, x.device, scratch, bind,
-                     options=("early", "ordered", "looped", "looped_early") if on_chip else (), kernel=_fused)
+                     options=("early", "ordered", "looped", "looped_early") if on_chip else ())
     return configured(bind(cfg, (x, u, r, out), rows), row_config(cfg, block, on_chip))
 
 

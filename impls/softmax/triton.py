@@ -125,8 +125,7 @@ def softmax_launcher(x, out, variant: str):
         return xs, torch.empty_like(xs)
 
     ran = [k for k, v in VARIANTS.items() if v == code][0]
-    cfg = row_choice(("softmax", ran), rows, cols, block, code == 0, x.dtype, x.device, scratch, bind, max_rows=1,
-                     kernel=_softmax)
+    cfg = row_choice(("softmax", ran), rows, cols, block, code == 0, x.dtype, x.device, scratch, bind, max_rows=1)
     config = {**cfg, "BLOCK": block, "variant_run": ran}
     if note:
         config["note"] = note
