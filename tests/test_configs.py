@@ -182,12 +182,12 @@ def entry_problem(kernel: str, cols: int, dtype: str, config: dict, monkeypatch=
 
 def triton_entry_problem(op, variant, cols, dtype, config) -> str | None:
     from impls._frameworks.triton import rows
-    module = __import__(f"impls.{op}.triton", fromlist=["ROW_KERNEL"])
-    options, max_rows = module.ROW_KERNEL.get(variant, ((), 4)) if hasattr(module, "ROW_KERNEL") else ((), 4)
+    module = __import__(f"impls.{op}.triton", fromlist=["OPTIONS"])
     block, on_chip = rows.row_block(cols)
     if op == "softmax" and variant != "on_chip":
         block, on_chip = min(block, rows.ROW_TILE), False
-    rows.checker(block, on_chip, getattr(torch, dtype), options if on_chip else (), max_rows)(config)
+    options = getattr(module, "OPTIONS", ()) if on_chip else ()
+    rows.checker(cols, block, on_chip, ITEMSIZE[dtype], options, getattr(module, "MAX_ROWS", 4))(config)
     return None
 
 

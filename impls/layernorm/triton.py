@@ -208,6 +208,7 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
 
 
 VARIANTS = {"welford": 0, "two_pass": 1, "naive": 2}
+OPTIONS = (*ROW_OPTIONS, "looped_early", "predicated")   # the switches an on-chip row's config may take
 
 
 def layernorm_launcher(x, weight, bias, eps, out, variant: str):
@@ -232,7 +233,7 @@ def layernorm_launcher(x, weight, bias, eps, out, variant: str):
     tuned_as = VARIANTS["two_pass"] if code == VARIANTS["naive"] else code
     cfg = row_choice(("layernorm", "two_pass" if tuned_as == VARIANTS["two_pass"] else variant), rows, cols, block,
                      on_chip, x.dtype, x.device, scratch, lambda cfg, args, n: bind(cfg, args, n, tuned_as),
-                     options=(*ROW_OPTIONS, "looped_early", "predicated") if on_chip else ())
+                     options=OPTIONS if on_chip else ())
     config = row_config(cfg, block, on_chip)
     if tuned_as != code:
         config["tuned_as"] = "two_pass"
