@@ -182,10 +182,10 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
                SPAN: tl.constexpr, PERSISTENT: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr,
                ORDERED: tl.constexpr = False, FOLD: tl.constexpr = 0):
     """VARIANT 0: welford, 1: two_pass, 2: naive. PREFETCH, EARLY and ORDERED as in the rmsnorm.
-    SPAN (looped rows): a static bound for the column loops, as in the
-    rmsnorm; with EARLY there, g and b are loaded whole before the first pass and the
-    output pass takes the row in one step (on the H200 the tuner takes it for small
-    batches: 2048-column tiles for 4096-column rows, 1-2.7% ahead at ~256 MiB).
+    SPAN (looped rows): a static bound for the column loops, as in the rmsnorm; with EARLY
+    there, g and b are loaded whole before the first pass and the output pass takes the row
+    in one step (on the H200 the tuner takes it for small batches: 2048-column tiles for
+    4096-column rows, 1-2.7% ahead at ~256 MiB).
     FOLD (two_pass, on chip): the sums folded as a column loop of FOLD-wide tiles adds them
     (row_sums), so that an on-chip tile may write a looped config's bits."""
     cols = COLS if COLS else cols   # a masked row: its length at compile time (static_cols)
