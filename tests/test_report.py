@@ -92,3 +92,15 @@ def test_a_failed_case_shows_its_status_not_a_rate_in_the_heatmap():
     ax = report.roof_heatmap("rmsnorm", "bfloat16", recs).axes[0]
     row = [t for t in ax.texts if t.get_position()[1] == 0]   # eager's row
     assert [t.get_text() for t in sorted(row, key=lambda t: t.get_position()[0])][0] == "FAIL"
+
+
+def test_the_command_reads_a_published_results_file_beside_its_first_run_lines(tmp_path, capsys):
+    """docs/results/<gpu>.jsonl keeps devtools/first-run's timings after its records: they are
+    no cases, and the report is drawn from the records (every other reader of the file reads it)."""
+    from pathlib import Path
+    lines = (Path(__file__).resolve().parent.parent / "docs" / "results" / "h200.jsonl").read_text().splitlines()
+    first_runs = [line for line in lines if '"kind": "first_run"' in line]
+    published = tmp_path / "h200.jsonl"
+    published.write_text("\n".join([line for line in lines if line not in first_runs][:4] + first_runs) + "\n")
+    assert first_runs and report.main([str(published), "--out", str(tmp_path / "out")]) == 0, capsys.readouterr().err
+    assert "not a harness record" not in capsys.readouterr().err and (tmp_path / "out" / "report.html").exists()
