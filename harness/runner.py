@@ -89,6 +89,21 @@ def _invalid(rec: Record) -> None:
     rec.reason = "; ".join(rec.violations) + (f"; the checks: {checked}" if checked else "")
 
 
+def _failed(rec: Record, result: checks.CheckResult) -> None:
+    """A check that failed after the case's checks had passed (inputs refilled in place):
+    the case fails, that check beside the others, its detail the reason."""
+    rec.checks.append(result.as_dict())
+    rec.passed = False
+    for name in ("max_abs_err", "max_rel_err", "tol_used"):
+        setattr(rec, name, max((v for v in (getattr(rec, name), getattr(result, name)) if v is not None),
+                               default=None))
+    label = "negative control failed as expected: " if rec.negative_control else ""
+    ran = sum(1 for c in rec.checks if c["passed"] is not None)
+    kept = "" if rec.reason.startswith("negative control PASSED") else rec.reason   # input sets left out
+    rec.reason = "; ".join(x for x in (f"{label}1 of {ran} checks failed: {result.case} (seed {result.seed}): "
+                                       f"{result.detail}", kept) if x)
+
+
 class Runner:
     def __init__(self, device: torch.device, settings: Settings):
         self.device = device
@@ -172,7 +187,9 @@ class Runner:
             stream, rec.stream_note = integrity.stream_trace(launch, self.device)
         after = integrity.written_inputs(inputs, before, "the determinism, batch and timed launches")
         outside = integrity.written_outside(out, "the determinism, batch and timed launches")
-        late = self._refilled_after_timing(rec, op, launch, inputs, out, spec.shape, dtype)
+        late, wrong = self._refilled_after_timing(rec, op, launch, inputs, out, spec.shape, dtype)
+        if wrong:
+            _failed(rec, wrong)
         limit = integrity.impossible(rec.gbps, rec.bytes, self.provenance.get("gpu_l2_bytes"),
                                      rec.peak_gbps, rec.roof_gbps)
         rec.violations = [v for v in (stream, after, outside, late, limit) if v]
@@ -197,8 +214,11 @@ class Runner:
             # The refill's seed is drawn afresh (it is in the reason when it fails), not derived
             # from the base seed: from the op's input maker and a predictable seed, bind could
             # compute the refill's answer too, and read an element at launch to pick it.
-            stale = stale or integrity.rebind(op, launch, inputs, out, result, shape, dtype, self.device,
-                                              secrets.randbelow(1 << 31), sync)
+            if not stale:
+                stale, wrong = integrity.rebind(op, launch, inputs, out, result, shape, dtype, self.device,
+                                                secrets.randbelow(1 << 31), sync)
+                if wrong:
+                    _failed(rec, wrong)
             if stale:
                 rec.violations.append(stale)
                 return False
@@ -210,7 +230,8 @@ class Runner:
             rec.violations.append(stream)
         return trace and not stream
 
-    def _refilled_after_timing(self, rec: Record, op, launch, inputs, out, shape, dtype) -> str | None:
+    def _refilled_after_timing(self, rec: Record, op, launch, inputs, out, shape, dtype
+                               ) -> tuple[str | None, checks.CheckResult | None]:
         """The refill check again, on the launcher as timing left it: one that stops working
         once it has been called often enough to be timed (a count no check before timing
         reaches) gives its last answer here; the physical limit sees that only beyond the L2.
@@ -218,7 +239,7 @@ class Runner:
         refill is a checked launch and a float64 reference (an interpreter's launch on a CPU
         takes up to seconds; the chain's four inputs would be four)."""
         if not (self.settings.contract and rec.passed):
-            return None
+            return None, None
         return integrity.rebind(op, launch, inputs, out, out, shape, dtype, self.device, secrets.randbelow(1 << 31),
                                 lambda: synchronize(self.device), when="after the timed launches", first_only=True)
 
