@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
 import secrets
@@ -31,7 +32,7 @@ from harness.interrupts import SigintHold, sigint_once
 from harness.processes import InterruptedProcesses, run_cell
 from harness.progress import RunProgress
 from harness.record import INTERRUPTED, NOT_RUN, Record, case_label
-from harness.runner import CaseSpec, Runner, Settings, base_record
+from harness.runner import CPU_THREADS, CaseSpec, Runner, Settings, base_record
 from harness.sinks import console
 from harness.sinks.jsonl import JsonlSink
 from harness.sinks.mlflow import explain as explain_tracking
@@ -155,7 +156,20 @@ def check_tracking_uri(cfg: DictConfig) -> None:
                           "$MLFLOW_TRACKING_URI where it is set)")
 
 
+# Libraries whose INFO lines a run would print among its own: MLflow's as it makes a local
+# store ("Creating initial MLflow database tables...") and alembic's migrations under it.
+# Their warnings and errors still show.
+QUIET_LOGGERS = ("mlflow", "alembic")
+
+
+def quiet_libraries() -> None:
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")   # MLflow sets its loggers from it on import
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def run(cfg: DictConfig) -> int:
+    quiet_libraries()
     check_values(cfg)
     check_tracking_uri(cfg)
     device = devices.resolve(cfg.device)
@@ -185,6 +199,10 @@ def run(cfg: DictConfig) -> int:
     n = len(the_plan.cases)
     print(f"harness: {n} cases ({len(the_plan.runnable)} to run) on {device}, sweep={the_plan.sweep}, "
           f"seed={seed}, results -> {jsonl.path}", flush=True)
+    if device.type != "cuda":
+        print(f"harness: on {device} each case runs on {CPU_THREADS} PyTorch thread (its default, a thread per "
+              "core, fights other processes for the cores and multiplies a small case's time); recorded as "
+              "provenance.cpu_threads", flush=True)
     if slow := planning.slow_on_cpu(the_plan):
         print(f"harness: sweep={the_plan.sweep} on {device}: {slow}", flush=True)
     runner = None

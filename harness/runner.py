@@ -10,6 +10,7 @@ from __future__ import annotations
 import secrets
 import time
 import traceback
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -104,11 +105,33 @@ def _failed(rec: Record, result: checks.CheckResult) -> None:
                                        f"{result.detail}", kept) if x)
 
 
+# A CPU case runs on one PyTorch thread: with its default (a thread per core) its threads
+# fight any other process for the cores, and a small case's time grows a thousandfold
+# (eager RMSNorm fp32 4x4096 on 2 cores beside two busy processes: 14,170 us on two threads,
+# 12.5 us on one; 10.8 us on one alone), while its spread can stay small.
+CPU_THREADS = 1
+# numpy's floating-point warnings ("invalid value encountered in subtract") from the
+# interpreters that run GPU kernels on a CPU: the IEEE results a GPU gives silently (softmax's
+# all -inf rows), which the checks judge; printed, they read as errors.
+FLOAT_WARNINGS = r"(invalid value|divide by zero|overflow|underflow) encountered"
+
+
+def settle_cpu(device: torch.device) -> None:
+    """A CPU case process as the rules above set it: CPU_THREADS, FLOAT_WARNINGS quiet."""
+    if device.type == "cuda":
+        return
+    torch.set_num_threads(CPU_THREADS)
+    warnings.filterwarnings("ignore", FLOAT_WARNINGS, RuntimeWarning)
+
+
 class Runner:
     def __init__(self, device: torch.device, settings: Settings):
         self.device = device
         self.settings = settings
+        settle_cpu(device)
         self.provenance = collect(device)
+        if device.type != "cuda":
+            self.provenance["cpu_threads"] = torch.get_num_threads()
         self.timer = timer_for(device)
         self.interp_timer = WallTimer(interpreter=True)
         self.frameworks = registry.frameworks()

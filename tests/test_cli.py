@@ -728,3 +728,26 @@ def test_a_failing_job_of_a_multirun_does_not_stop_the_others_or_the_summary(tmp
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "0-impl=planted: 1 FAIL" in proc.stdout and "1-impl=eager: 1 ok" in proc.stdout
     assert "a job exited 1" in proc.stderr
+
+
+NOISE = ("INFO mlflow", "alembic", "RuntimeWarning", "Warning:", "Traceback")
+
+
+def test_the_main_command_s_first_run_prints_its_own_lines_and_no_library_s_noise(tmp_path):
+    """The main command's first run (a fresh MLflow store and cache; softmax, whose all -inf
+    rows make the interpreters' numpy warn): none of MLflow's or alembic's INFO lines, no
+    RuntimeWarning, each phase of a case said once (torch.compile compiled again for the
+    batch-invariance rows and said so twice), and on a CPU the thread count each case runs
+    on, said once and recorded."""
+    proc = run_harness(tmp_path, "op=softmax", "impl=all", "dtype=fp32", "shapes=[[2,64]]",
+                       f"tracking.uri=sqlite:///{tmp_path}/mlflow.db")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said = proc.stdout + proc.stderr
+    assert [n for n in NOISE if n in said] == [], said[-6000:]
+    phases = [line for line in said.splitlines() if line.startswith("  ") and ": torch.compile" in line]
+    assert phases and len(phases) == len(set(phases)), phases
+    recs = results(tmp_path)
+    assert recs and all(r["status"] in ("ok", "skipped") for r in recs)
+    if not torch.cuda.is_available():
+        assert said.count("each case runs on 1 PyTorch thread") == 1
+        assert {r["provenance"].get("cpu_threads") for r in recs if r["status"] == "ok"} == {1}
