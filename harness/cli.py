@@ -517,28 +517,43 @@ def help_text() -> str:
 
 
 RUN_FOLDER_KEYS = ("hydra.run.dir", "hydra.sweep.dir")
+# conf/config.yaml's run folders, under the working folder: outputs/<date>/<time>, multirun/...
+DEFAULT_FOLDERS = {"hydra.run.dir": "outputs", "hydra.sweep.dir": "multirun"}
 
 
 def check_run_folders(argv: list[str]) -> None:
-    """A run folder given on the command line that cannot be made is a ConfigError naming it:
-    Hydra's mkdir gave a traceback, exit 1. Tried by making a folder in its nearest existing
-    ancestor and removing it (nothing is left: a command line Hydra refuses leaves no folder;
-    root's access() would pass /proc). A folder with an interpolation is left to Hydra."""
-    import tempfile
+    """A run folder that cannot be made is a ConfigError naming it: Hydra's mkdir gave a
+    traceback, exit 1 (115 lines for a read-only working folder). The folder given on the
+    command line, or else the default one under the working folder, is tried by making a
+    folder in its nearest existing ancestor and removing it (nothing is left: a command line
+    Hydra refuses leaves no folder; root's access() would pass /proc). A folder with an
+    interpolation is left to Hydra."""
+    given = {}
     for arg in argv:
         key, eq, value = arg.partition("=")
-        if key.lstrip("+~") not in RUN_FOLDER_KEYS or not eq or not value or "${" in value:
-            continue
-        there = Path(value).absolute()
-        while not there.exists() and there != there.parent:
-            there = there.parent
-        try:
-            if there == Path(value).absolute() and there.is_dir():
-                continue   # it is there already
-            os.rmdir(tempfile.mkdtemp(dir=there, prefix=".harness-probe-"))
-        except OSError as e:
-            raise ConfigError(f"{key}={value}: the run's folder cannot be made in {there} ({type(e).__name__}: "
-                              f"{e.strerror or e}); give a folder you can write") from None
+        if key.lstrip("+~") in RUN_FOLDER_KEYS and eq and value:
+            given[key.lstrip("+~")] = value
+    key = "hydra.sweep.dir" if any(a in ("-m", "--multirun") for a in argv) else "hydra.run.dir"
+    if key not in given:
+        _probe(key, str(Path(DEFAULT_FOLDERS[key]).absolute() / "run"),
+               f"run from a folder you can write, or give {key}=<a folder you can write>")
+    for key, value in given.items():
+        if "${" not in value:
+            _probe(key, value, "give a folder you can write", f"{key}={value}: ")
+
+
+def _probe(key: str, value: str, advice: str, named: str = "") -> None:
+    import tempfile
+    there = Path(value).absolute()
+    while not there.exists() and there != there.parent:
+        there = there.parent
+    try:
+        if there == Path(value).absolute() and there.is_dir():
+            return   # it is there already
+        os.rmdir(tempfile.mkdtemp(dir=there, prefix=".harness-probe-"))
+    except OSError as e:
+        raise ConfigError(f"{named}the run's folder cannot be made in {there} ({type(e).__name__}: "
+                          f"{e.strerror or e}); {advice}") from None
 
 
 def main() -> None:

@@ -212,6 +212,12 @@ def test_the_key_check_names_what_it_refuses(argv, message):
     (["op=rmsnorm", "ops.rmsnorm.params.eps=tiny"], 2, "op rmsnorm cannot take ops.rmsnorm.params.eps='tiny'"),
     (["op=rmsnorm", "strict=no"], 2, "strict='no': give true or false"),
     (["op=rmsnorm", "roof.max_age_s=day"], 2, "roof.max_age_s='day': give the seconds a measured roof is reused"),
+    (["op=rmsnorm", "shapes=[[4,", "64]]"], 2, "shapes=[[4, 64]] reached the harness as 2 arguments (the shell "
+                                              "split it at its spaces): quote it ('shapes=[[4, 64]]') or leave out "
+                                              "the spaces (shapes=[[4,64]])"),
+    (["op=rmsnorm", "shapes=[[4,64]"], 2, "shapes=[[4,64]: its brackets do not close"),
+    (["rmsnorm"], 2, "rmsnorm: arguments are key=value; did you mean op=rmsnorm?"),
+    (["op=rmsnorm", "fp16"], 2, "fp16: not a key=value argument"),
 ])
 def test_bad_input_gets_a_clear_error(tmp_path, args, code, message):
     proc = harness(tmp_path, *args, *([] if any(a.startswith("tracking=") for a in args) else ["tracking=none"]))
@@ -219,6 +225,34 @@ def test_bad_input_gets_a_clear_error(tmp_path, args, code, message):
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "run").exists()   # a refused command line leaves no run folder
+
+
+def test_a_working_folder_that_cannot_be_written_is_one_line_naming_it(tmp_path):
+    """The default run folder (outputs/ under the working folder) cannot be made: one line
+    and exit 2, where Hydra's mkdir gave 115 lines of traceback and exit 1. Read-only by a
+    read-only mount as root (root writes through permission bits), else by its mode."""
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    mounted = os.geteuid() == 0 and subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs",
+                                                    str(folder)], capture_output=True).returncode == 0
+    if not mounted:
+        if os.geteuid() == 0:
+            pytest.skip("root, and no read-only mount could be made")
+        folder.chmod(0o555)
+    try:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_CACHE": str(tmp_path / "cache")}
+        for args in (["op=copy"], ["-m", "op=copy,scale"]):
+            proc = subprocess.run([sys.executable, "-m", "harness", *args, "tracking=none"], cwd=folder, env=env,
+                                  capture_output=True, text=True, timeout=300)
+            assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr[-3000:]
+            assert f"the run's folder cannot be made in {folder} (OSError: Read-only file system)" in proc.stderr \
+                or f"cannot be made in {folder} (PermissionError" in proc.stderr, proc.stderr
+            assert ("hydra.sweep.dir=" if "-m" in args else "hydra.run.dir=") in proc.stderr
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(folder)], check=True)
+        else:
+            folder.chmod(0o755)
 
 
 def test_a_sigint_while_a_command_imports_is_a_line_and_exit_130(tmp_path):
