@@ -785,3 +785,60 @@ def test_the_main_command_s_first_run_prints_its_own_lines_and_no_library_s_nois
     if not torch.cuda.is_available():
         assert said.count("each case runs on 1 PyTorch thread") == 1
         assert {r["provenance"].get("cpu_threads") for r in recs if r["status"] == "ok"} == {1}
+
+
+def test_a_full_disk_keeps_every_record_that_fits_ends_the_runs_and_says_which_disk(tmp_path, monkeypatch, capsys):
+    """The run folder on a disk that fills after a few records (a 8 KiB tmpfs: root only).
+    It was a traceback at the record that did not fit (exit 1), that record a cut line, no
+    table, nothing for the cases not run and the MLflow runs left RUNNING. Now: every record
+    that fits, whole; the one that did not and the cases not run (skipped, saying why) in the
+    table and MLflow; the runs ended FAILED; one line naming the file and the disk; exit 1."""
+    import json
+
+    from mlflow.entities import ViewType
+    from mlflow.tracking import MlflowClient
+
+    from harness import cli
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", str(disk)],
+                                           capture_output=True).returncode:
+        pytest.skip("a small disk needs root to mount a tmpfs")
+
+    class Measured:
+        def __init__(self, device, settings):
+            self.device, self.settings = device, settings
+
+        def run(self, spec):
+            rec = cli.base_record(spec, self.device, self.settings, {})
+            rec.status, rec.median_us, rec.timer, rec.reason = "ok", 5.0, "wall", "x" * 500
+            return rec
+
+        def stop(self, kill=False):
+            pass
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    shapes = ",".join(f"[{100 * (i + 1)}]" for i in range(12))
+    try:
+        cfg, code = _run_with(disk, monkeypatch, Measured, ["op=copy", "impl=eager", "dtype=fp32", f"shapes=[{shapes}]",
+                                                            f"tracking.uri={uri}", "device=cpu"])
+        kept = [json.loads(line) for line in (disk / "results.jsonl").read_text().splitlines()]   # each whole
+        left = sorted(p.name for p in disk.iterdir())
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert 1 <= len(kept) < 12 and {r["status"] for r in kept} == {"ok"} and left == ["results.jsonl"]
+    said = [line for line in err.splitlines() if line.startswith("harness: error:")]
+    assert len(said) == 1 and said[0].startswith(f"harness: error: {disk}/results.jsonl cannot be written: No space "
+                                                 f"left on device on the disk mounted at {disk}"), err
+    assert f"{len(kept)} of 12 records are in results.jsonl" in said[0] and f"({12 - len(kept) - 1} cases not run)" in said[0]
+    assert "Traceback" not in err and "copy · float32" in out
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(str(cfg.tracking.experiment))
+    cases = client.search_runs([exp.experiment_id], "tags.`harness.kind` = 'case'", max_results=100)
+    assert sorted(c.data.tags["status"] for c in cases) == ["ok"] * (len(kept) + 1) + ["skipped"] * (11 - len(kept))
+    assert all(cli.NOT_WRITTEN in c.data.tags["reason"] for c in cases if c.data.tags["status"] == "skipped")
+    every = client.search_runs([exp.experiment_id], "", run_view_type=ViewType.ALL, max_results=1000)
+    assert [r.info.run_name for r in every if r.info.status == "RUNNING"] == []
+    (inv,) = client.search_runs([exp.experiment_id], "tags.`harness.kind` = 'invocation'")
+    assert inv.info.status == "FAILED"
