@@ -10,6 +10,7 @@ from __future__ import annotations
 import secrets
 import time
 import traceback
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -89,11 +90,48 @@ def _invalid(rec: Record) -> None:
     rec.reason = "; ".join(rec.violations) + (f"; the checks: {checked}" if checked else "")
 
 
+def _failed(rec: Record, result: checks.CheckResult) -> None:
+    """A check that failed after the case's checks had passed (inputs refilled in place):
+    the case fails, that check beside the others, its detail the reason."""
+    rec.checks.append(result.as_dict())
+    rec.passed = False
+    for name in ("max_abs_err", "max_rel_err", "tol_used"):
+        setattr(rec, name, max((v for v in (getattr(rec, name), getattr(result, name)) if v is not None),
+                               default=None))
+    label = "negative control failed as expected: " if rec.negative_control else ""
+    ran = sum(1 for c in rec.checks if c["passed"] is not None)
+    kept = "" if rec.reason.startswith("negative control PASSED") else rec.reason   # input sets left out
+    rec.reason = "; ".join(x for x in (f"{label}1 of {ran} checks failed: {result.case} (seed {result.seed}): "
+                                       f"{result.detail}", kept) if x)
+
+
+# A CPU case runs on one PyTorch thread: with its default (a thread per core) its threads
+# fight any other process for the cores, and a small case's time grows a thousandfold
+# (eager RMSNorm fp32 4x4096 on 2 cores beside two busy processes: 14,170 us on two threads,
+# 12.5 us on one; 10.8 us on one alone), while its spread can stay small.
+CPU_THREADS = 1
+# numpy's floating-point warnings ("invalid value encountered in subtract") from the
+# interpreters that run GPU kernels on a CPU: the IEEE results a GPU gives silently (softmax's
+# all -inf rows), which the checks judge; printed, they read as errors.
+FLOAT_WARNINGS = r"(invalid value|divide by zero|overflow|underflow) encountered"
+
+
+def settle_cpu(device: torch.device) -> None:
+    """A CPU case process as the rules above set it: CPU_THREADS, FLOAT_WARNINGS quiet."""
+    if device.type == "cuda":
+        return
+    torch.set_num_threads(CPU_THREADS)
+    warnings.filterwarnings("ignore", FLOAT_WARNINGS, RuntimeWarning)
+
+
 class Runner:
     def __init__(self, device: torch.device, settings: Settings):
         self.device = device
         self.settings = settings
+        settle_cpu(device)
         self.provenance = collect(device)
+        if device.type != "cuda":
+            self.provenance["cpu_threads"] = torch.get_num_threads()
         self.timer = timer_for(device)
         self.interp_timer = WallTimer(interpreter=True)
         self.frameworks = registry.frameworks()
@@ -171,7 +209,9 @@ class Runner:
             stream, rec.stream_note = integrity.stream_trace(launch, self.device)
         after = integrity.written_inputs(inputs, before, "the determinism, batch and timed launches")
         outside = integrity.written_outside(out, "the determinism, batch and timed launches")
-        late = self._refilled_after_timing(rec, op, launch, inputs, out, spec.shape, dtype)
+        late, wrong = self._refilled_after_timing(rec, op, launch, inputs, out, spec.shape, dtype)
+        if wrong:
+            _failed(rec, wrong)
         limit = integrity.impossible(rec.gbps, rec.bytes, self.provenance.get("gpu_l2_bytes"),
                                      rec.peak_gbps, rec.roof_gbps)
         rec.violations = [v for v in (stream, after, outside, late, limit) if v]
@@ -196,8 +236,11 @@ class Runner:
             # The refill's seed is drawn afresh (it is in the reason when it fails), not derived
             # from the base seed: from the op's input maker and a predictable seed, bind could
             # compute the refill's answer too, and read an element at launch to pick it.
-            stale = stale or integrity.rebind(op, launch, inputs, out, result, shape, dtype, self.device,
-                                              secrets.randbelow(1 << 31), sync)
+            if not stale:
+                stale, wrong = integrity.rebind(op, launch, inputs, out, result, shape, dtype, self.device,
+                                                secrets.randbelow(1 << 31), sync)
+                if wrong:
+                    _failed(rec, wrong)
             if stale:
                 rec.violations.append(stale)
                 return False
@@ -209,7 +252,8 @@ class Runner:
             rec.violations.append(stream)
         return trace and not stream
 
-    def _refilled_after_timing(self, rec: Record, op, launch, inputs, out, shape, dtype) -> str | None:
+    def _refilled_after_timing(self, rec: Record, op, launch, inputs, out, shape, dtype
+                               ) -> tuple[str | None, checks.CheckResult | None]:
         """The refill check again, on the launcher as timing left it: one that stops working
         once it has been called often enough to be timed (a count no check before timing
         reaches) gives its last answer here; the physical limit sees that only beyond the L2.
@@ -217,7 +261,7 @@ class Runner:
         refill is a checked launch and a float64 reference (an interpreter's launch on a CPU
         takes up to seconds; the chain's four inputs would be four)."""
         if not (self.settings.contract and rec.passed):
-            return None
+            return None, None
         return integrity.rebind(op, launch, inputs, out, out, shape, dtype, self.device, secrets.randbelow(1 << 31),
                                 lambda: synchronize(self.device), when="after the timed launches", first_only=True)
 

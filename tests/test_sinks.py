@@ -360,3 +360,29 @@ def test_a_name_that_does_not_resolve_is_said_whole_too():
                   "or service not known)\"))")
     assert explain(e) == ("http://mlflow:5000/api/2.0/mlflow/runs/create did not answer "
                           "(Name or service not known, errno -2)")
+
+
+def test_a_record_the_disk_cannot_take_leaves_the_file_as_it_was_and_names_the_disk(tmp_path, monkeypatch):
+    """The disk fills mid-line (a write that takes part of the line, then ENOSPC): the part is
+    taken back, so the file holds whole records only and the next one that fits reads back."""
+    import errno
+    import os
+    sink = jsonl.JsonlSink(tmp_path / "results.jsonl")
+    first, second, third = records()[:3]
+    sink.write(first)
+    before = sink.path.read_bytes()
+    real_write, calls = os.write, []
+
+    def fills_up(fd, data):
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real_write(fd, bytes(data[:len(data) // 2]))
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "write", fills_up)
+    with pytest.raises(jsonl.NotWritten, match=r"results.jsonl cannot be written: No space left on device on the "
+                                               r"disk mounted at /"):
+        sink.write(second)
+    monkeypatch.setattr(os, "write", real_write)
+    assert sink.path.read_bytes() == before and sink.written == 1 and "No space left" in sink.error
+    sink.write(third)
+    assert [r.record_id for r in jsonl.read(sink.path)] == [first.record_id, third.record_id]

@@ -286,3 +286,11 @@ def test_no_module_under_harness_imports_a_framework():
             found += [f"{path.relative_to(harness.parent)}:{node.lineno} imports {name}"
                       for name in names if name.split(".")[0] in frameworks]
     assert not found, "\n".join(found)
+
+
+def test_a_cpu_roof_is_kept_for_the_thread_count_it_was_measured_on():
+    """A CPU case runs on harness.runner.CPU_THREADS threads: a roof a run on more threads kept
+    is another machine's roof."""
+    prov = {"cpu_model": "AMD EPYC"}
+    keys = {roofline.device_key(torch.device("cpu"), {**prov, "cpu_threads": n}) for n in (1, 2)}
+    assert len(keys) == 2
