@@ -364,3 +364,40 @@ def test_a_name_that_does_not_resolve_is_said_whole_too():
                   "or service not known)\"))")
     assert explain(e) == ("http://mlflow:5000/api/2.0/mlflow/runs/create did not answer "
                           "(Name or service not known, errno -2)")
+
+
+def _first_run_on_a_new_store(uri: str, invocation: str, start, failures) -> None:
+    """One of several processes that open a store no one has created, at once."""
+    try:
+        start.wait()
+        logger = MlflowLogger(uri, "kernel-harness")
+        for r in records(invocation):
+            logger.log(r)
+        logger.finish(invocation, [], {})
+    except Exception as e:  # noqa: BLE001 - the parent asserts there were none
+        failures.put(f"{invocation}: {type(e).__name__}: {str(e)[:300]}")
+
+
+@pytest.mark.slow
+def test_first_runs_at_once_on_a_new_sqlite_store_are_all_logged_and_leave_it_usable(tmp_path):
+    """Three runs opening one new sqlite store at the same moment: each created and migrated its
+    tables ("duplicate column name: step"), so one logged nothing (and exited 0), and a store can
+    be left half migrated for good. The store's creation is serialised: every run's records are
+    there, and the store opens again."""
+    import multiprocessing
+    uri = f"sqlite:///{tmp_path}/store/mlflow.db"
+    (tmp_path / "store").mkdir()
+    ctx = multiprocessing.get_context("spawn")
+    start, failures = ctx.Barrier(3), ctx.Queue()
+    procs = [ctx.Process(target=_first_run_on_a_new_store, args=(uri, f"inv-at-once-{i}", start, failures))
+             for i in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=300)
+    said = [failures.get() for _ in range(failures.qsize())]
+    assert said == [] and [p.exitcode for p in procs] == [0, 0, 0]
+    _, cases = mlflow_runs(uri, "case")
+    assert sorted(c.data.tags["harness.invocation_id"] for c in cases) == sorted(
+        f"inv-at-once-{i}" for i in range(3) for _ in range(4))
+    assert upload(records("inv-after"), uri, "kernel-harness") == (4, 0)   # the store is whole

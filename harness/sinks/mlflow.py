@@ -21,6 +21,8 @@ so a run never hangs on it; the records stay in results.jsonl for ``harness-uplo
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -225,6 +227,18 @@ def _ms(ts: str) -> int:
         return int(time.time() * 1000)
 
 
+@contextlib.contextmanager
+def store_lock(uri: str):
+    """Held while MLflow opens a store: it creates and migrates a new sqlite store's tables
+    unlocked, and two runs opening one at once broke it, at times for good ("duplicate column
+    name"). A file beside the store: closing a descriptor of the store drops sqlite's own locks."""
+    sqlite = uri.startswith("sqlite:///")
+    with open(uri[len("sqlite:///"):] + ".lock", "a") if sqlite else contextlib.nullcontext() as f:
+        if sqlite:
+            fcntl.flock(f, fcntl.LOCK_EX)   # released as the file closes
+        yield
+
+
 class MlflowLogger:
     def __init__(self, uri: str, experiment: str, parent_run_id: str | None = None,
                  group: str | None = None):
@@ -238,13 +252,14 @@ class MlflowLogger:
             raise TrackingUnavailable("mlflow is not installed (pip install mlflow)") from None
         if self.uri.startswith("sqlite:"):
             fast_sqlite_commits()
-        self.client = MlflowClient(tracking_uri=self.uri)
+        with store_lock(self.uri):
+            self.client = MlflowClient(tracking_uri=self.uri)
+            self.experiment_id = self._experiment(experiment)
         self.parent_run_id = parent_run_id or None
         # Tags on every run of an invocation: its parent (the nightly job's run) and group,
         # so that the regression check can find a night's cases, and all nights' cases.
         self.common_tags = {k: v for k, v in (("harness.parent", self.parent_run_id),
                                               ("harness.group", group or None)) if v}
-        self.experiment_id = self._experiment(experiment)
         self._invocations: dict[str, str] = {}
         self._series: dict[tuple, str] = {}
         self._series_steps: dict[tuple[str, str], set[int]] = {}
