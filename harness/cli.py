@@ -222,7 +222,7 @@ def run(cfg: DictConfig) -> int:
                         rec = base_record(spec, device, settings, {})
                         if interrupted and not spec.skip_reason:
                             rec.status, rec.reason = "skipped", NOT_RUN
-                    rec.invocation_id = invocation_id
+                    rec.invocation_id, rec.plan_cases = invocation_id, n
                     jsonl.write(rec)
                     records.append(rec)
                     bar.line(f"[{len(records)}/{n}] {_progress(rec)}")
@@ -275,26 +275,26 @@ def _conclude(cfg: DictConfig, records: list[Record], interrupted: bool, jsonl: 
     table = console.render(records)
     print(table)
     (out_dir / "table.txt").write_text(table + "\n")
-    artifacts = [jsonl.path, out_dir / "table.txt"]
+    artifacts, shown = [jsonl.path, out_dir / "table.txt"], None
     try:
         report_paths = report.write(records, out_dir, title=f"harness {' '.join(HydraConfig.get().overrides.task)}")
         artifacts += [report_paths[0], out_dir / report.PLOTS]
+        shown = report_paths[0].name   # the UI opens the run on it: the comparison, impl x shape
         print(f"\nreport: {report_paths[0]} ({len(report_paths) - 1} plots)")
     except Exception as e:  # noqa: BLE001 - a report that cannot be drawn must not cost the run
         print(f"harness: no report: {type(e).__name__}: {e}", file=sys.stderr)
     print(f"results: {jsonl.path}")
-    counts = Counter(r.status for r in records)
     if tracker is not None:
         try:
-            tracker.finish(invocation_id, artifacts,
-                           {**{f"n_{k}": v for k, v in counts.items()}, "interrupted": int(interrupted)},
-                           status="KILLED" if interrupted else "FINISHED")
-            print(f"MLflow: {tracker.uri} ({tracker.run_url(invocation_id)})")
+            tracker.finish(invocation_id, records, artifacts, interrupted)
+            page = tracker.ui_path(invocation_id, shown)
             if tracker.uri.startswith("sqlite:"):
                 mlflow_cli = Path(sys.executable).parent / "mlflow"
                 mlflow_cli = mlflow_cli if mlflow_cli.exists() else "mlflow"
-                print(f"  open the UI with: {mlflow_cli} ui --backend-store-uri {tracker.uri}\n"
-                      f"  then http://127.0.0.1:5000{tracker.experiment_path()}")
+                print(f"MLflow: {tracker.uri}\n  open the UI with: {mlflow_cli} ui --backend-store-uri {tracker.uri}\n"
+                      f"  then http://127.0.0.1:5000{page}")
+            else:
+                print(f"MLflow: {tracker.uri} ({tracker.uri.rstrip('/')}{page})")
         except Exception as e:  # noqa: BLE001
             tracker_note = f"MLflow finish failed: {explain_tracking(e)}"
             tracker = None
@@ -310,13 +310,15 @@ def _conclude(cfg: DictConfig, records: list[Record], interrupted: bool, jsonl: 
         not_run = sum(1 for r in records if r.reason == NOT_RUN)
         print(f"harness: interrupted (SIGINT): {not_run} cases not run, recorded as skipped", file=sys.stderr)
         return INTERRUPTED_EXIT
+    counts = Counter(r.status for r in records)
     bad = sum(v for k, v in counts.items() if k in ("fail", "invalid", "error", "crash", "timeout", "oom"))
     bad -= sum(1 for r in records if r.negative_control and r.status == "fail")
     return 1 if cfg.strict and bad else 0
 
 
 def _upload_command(path: Path, uri: str) -> str:
-    return f"{_command('harness-upload', 'harness.upload')} {path} --tracking-uri {uri}"
+    from harness.upload import command
+    return command([str(path), "--tracking-uri", uri])
 
 
 def _measure(runner, runnable: list[CaseSpec], processes: int, device, settings: Settings
@@ -451,13 +453,6 @@ def _drop_empty_run_folder() -> None:
             folder.parent.rmdir()
     except (OSError, ValueError):   # not empty after all, or not under Hydra: nothing to drop
         pass
-
-
-def _command(script: str, module: str) -> str:
-    """How to run one of this package's commands as printed: the script beside this Python
-    (a venv's bin/, on the PATH or not), else ``python -m module``."""
-    beside = Path(sys.executable).parent / script
-    return str(beside) if beside.exists() else f"{sys.executable} -m {module}"
 
 
 def help_text() -> str:
