@@ -244,7 +244,7 @@ def run(cfg: DictConfig) -> int:
                             rec.status, rec.reason = "skipped", NOT_RUN
                         elif jsonl.error and not spec.skip_reason:
                             rec.status, rec.reason = "skipped", f"{NOT_WRITTEN}: {jsonl.error}"
-                    rec.invocation_id = invocation_id
+                    rec.invocation_id, rec.plan_cases = invocation_id, n
                     try:
                         jsonl.write(rec)
                     except NotWritten:   # kept for the table and MLflow; no more cases run
@@ -303,7 +303,7 @@ def _conclude(cfg: DictConfig, records: list[Record], interrupted: bool, jsonl: 
     and the exit code is 1."""
     table = console.render(records)
     print(table)
-    artifacts, unwritten = [jsonl.path], jsonl.error
+    artifacts, unwritten, shown = [jsonl.path], jsonl.error, None
     if not unwritten:
         try:
             (out_dir / "table.txt").write_text(table + "\n")
@@ -317,25 +317,25 @@ def _conclude(cfg: DictConfig, records: list[Record], interrupted: bool, jsonl: 
             report_paths = report.write(records, out_dir,
                                         title=f"harness {' '.join(HydraConfig.get().overrides.task)}")
             artifacts += [report_paths[0], out_dir / report.PLOTS]
+            shown = report_paths[0].name   # the UI opens the run on it: the comparison, impl x shape
             print(f"\nreport: {report_paths[0]} ({len(report_paths) - 1} plots)")
         except OSError as e:   # its folder's disk full: the line names the file (a plot's, or the page's)
             unwritten = why_not_written(Path(e.filename or out_dir / report.REPORT), e)
         except Exception as e:  # noqa: BLE001 - a report that cannot be drawn must not cost the run
             print(f"harness: no report: {type(e).__name__}: {e}", file=sys.stderr)
     print(f"results: {jsonl.path}")
-    counts = Counter(r.status for r in records)
     status = "KILLED" if interrupted else "FAILED" if unwritten else "FINISHED"
     if tracker is not None:
         try:
-            tracker.finish(invocation_id, artifacts,
-                           {**{f"n_{k}": v for k, v in counts.items()}, "interrupted": int(interrupted)},
-                           status=status)
-            print(f"MLflow: {tracker.uri} ({tracker.run_url(invocation_id)})")
+            tracker.finish(invocation_id, records, artifacts, interrupted, status="FAILED" if unwritten else None)
+            page = tracker.ui_path(invocation_id, shown)
             if tracker.uri.startswith("sqlite:"):
                 mlflow_cli = Path(sys.executable).parent / "mlflow"
                 mlflow_cli = mlflow_cli if mlflow_cli.exists() else "mlflow"
-                print(f"  open the UI with: {mlflow_cli} ui --backend-store-uri {tracker.uri}\n"
-                      f"  then http://127.0.0.1:5000{tracker.experiment_path()}")
+                print(f"MLflow: {tracker.uri}\n  open the UI with: {mlflow_cli} ui --backend-store-uri {tracker.uri}\n"
+                      f"  then http://127.0.0.1:5000{page}")
+            else:
+                print(f"MLflow: {tracker.uri} ({tracker.uri.rstrip('/')}{page})")
         except Exception as e:  # noqa: BLE001
             tracker_note = f"MLflow finish failed: {explain_tracking(e)}"
             cut_tracker, tracker = tracker, None   # its runs are still ended
@@ -358,13 +358,15 @@ def _conclude(cfg: DictConfig, records: list[Record], interrupted: bool, jsonl: 
         not_run = sum(1 for r in records if r.reason == NOT_RUN)
         print(f"harness: interrupted (SIGINT): {not_run} cases not run, recorded as skipped", file=sys.stderr)
         return INTERRUPTED_EXIT
+    counts = Counter(r.status for r in records)
     bad = sum(v for k, v in counts.items() if k in ("fail", "invalid", "error", "crash", "timeout", "oom"))
     bad -= sum(1 for r in records if r.negative_control and r.status == "fail")
     return 1 if unwritten or (cfg.strict and bad) else 0
 
 
 def _upload_command(path: Path, uri: str) -> str:
-    return f"{_command('harness-upload', 'harness.upload')} {path} --tracking-uri {uri}"
+    from harness.upload import command
+    return command([str(path), "--tracking-uri", uri])
 
 
 def _measure(runner, runnable: list[CaseSpec], processes: int, device, settings: Settings
@@ -499,13 +501,6 @@ def _drop_empty_run_folder() -> None:
             folder.parent.rmdir()
     except (OSError, ValueError):   # not empty after all, or not under Hydra: nothing to drop
         pass
-
-
-def _command(script: str, module: str) -> str:
-    """How to run one of this package's commands as printed: the script beside this Python
-    (a venv's bin/, on the PATH or not), else ``python -m module``."""
-    beside = Path(sys.executable).parent / script
-    return str(beside) if beside.exists() else f"{sys.executable} -m {module}"
 
 
 def help_text() -> str:
