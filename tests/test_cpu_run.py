@@ -15,7 +15,9 @@ from hydra import compose, initialize_config_dir
 from harness import plan as planning
 from harness import registry
 from harness.cli import settings_from
+from harness.record import Record
 from harness.runner import Runner
+from harness.sinks import console
 
 CPU = torch.device("cpu")
 # 2 row shapes x 3 dtypes x 8 impls, of which eager, torch_compile, triton and numba run here.
@@ -100,3 +102,14 @@ def test_a_simulated_case_of_the_main_command_launches_a_bounded_amount_of_work(
     assert rec.n_distinct == 1 and rec.batch_invariant is True and not rec.violations
     assert sum(launched) <= SIM_CASE_ELEMENTS, (len(launched), sum(launched))
 
+
+def record(device: str, timer: str, impl: str = "eager") -> Record:
+    return Record("rmsnorm", impl, "-", "float32", [5, 100], device=device, status="ok", timer=timer,
+                  median_us=10.0, bytes=4000)
+
+
+def test_a_cpu_run_ends_by_saying_it_checked_correctness_and_that_speed_needs_a_gpu():
+    text = console.render([record("cpu", "wall"), record("cpu", "wall_interpreter", "numba")])
+    assert text.splitlines()[-1] == console.CPU_RUN
+    assert "correctness" in console.CPU_RUN and "speed needs a GPU" in console.CPU_RUN
+    assert console.CPU_RUN not in console.render([record("cuda:0", "cuda_events")])

@@ -168,8 +168,6 @@ def _summary(records: list[Record]) -> list[str]:
     if any(r.timer == "wall_interpreter" for r in records):
         lines.append("* interpreter wall-clock time (GPU kernels run by an interpreter on the CPU): correctness only, "
                      "no bandwidth claimed")
-    if any(r.timer == "wall" for r in records):
-        lines.append("CPU wall-clock times: not GPU measurements")
     if any(in_cache(r) for r in records):
         lines.append("c: the case fits in the CPU's cache, which nothing flushes between launches: "
                      "its GB/s are the cache's, and its % of roof says nothing of the roof")
@@ -193,4 +191,11 @@ def _summary(records: list[Record]) -> list[str]:
             skipped.setdefault((r.impl_label, r.reason), r.op)
     for (impl, reason), _op in sorted(skipped.items()):
         lines.append(f"  skipped {impl}: {reason}")
+    if records and all(r.device == "cpu" for r in records):
+        lines.append(CPU_RUN)
     return lines
+
+
+# The last line of a CPU run: what it showed, and where the rest is measured.
+CPU_RUN = ("A CPU run checks correctness (results against float64, the launcher's contract, determinism, batch "
+           "invariance); speed needs a GPU: the times above are this CPU's wall clock, no kernel's speed.")
