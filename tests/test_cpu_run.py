@@ -121,3 +121,5 @@ def test_a_cpu_run_ends_by_saying_it_checked_correctness_and_that_speed_needs_a_
     assert text.splitlines()[-1] == console.CPU_RUN
     assert "correctness" in console.CPU_RUN and "speed needs a GPU" in console.CPU_RUN
     assert console.CPU_RUN not in console.render([record("cuda:0", "cuda_events")])
+    mixed = console.render([record("cuda:0", "cuda_events"), record("cpu", "wall")])   # a report of two runs
+    assert console.CPU_RUN not in mixed and "CPU wall-clock times: not GPU measurements" in mixed
