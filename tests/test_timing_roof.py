@@ -55,7 +55,15 @@ def test_wall_timer_stops_on_budget_and_measures_real_time():
     budget = TimingBudget(min_samples=3, max_samples=1000, max_seconds=0.2, target_spread=0.0)
     t = WallTimer().time(lambda: time.sleep(0.01), budget, 0)
     assert 3 <= t.samples <= 25 and 9_000 < t.median_us < 40_000 and t.timer == "wall"
-    assert WallTimer(interpreter=True).time(lambda: None, budget, 0).timer == "wall_interpreter"
+
+
+def test_an_interpreter_is_timed_by_one_launch_and_no_warm_up():
+    """An interpreter's time claims no speed: one launch shows the launcher runs, where the
+    CPU sweep's budget took a warm-up and up to 50 samples of a launch of up to seconds."""
+    launches = []
+    budget = TimingBudget(min_samples=5, max_samples=50, max_seconds=0.2)
+    t = WallTimer(interpreter=True).time(lambda: launches.append(1), budget, 0)
+    assert t.timer == "wall_interpreter" and t.samples == 1 and len(launches) == 1
 
 
 def test_wall_timer_stops_early_when_the_spread_is_small():

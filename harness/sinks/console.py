@@ -185,6 +185,8 @@ def _summary(records: list[Record]) -> list[str]:
             skipped.setdefault((r.impl_label, r.reason), r.op)
     for (impl, reason), _op in sorted(skipped.items()):
         lines.append(f"  skipped {impl}: {reason}")
+    if cpu_run:
+        lines.append(CPU_RUN)
     return lines
 
 
@@ -194,7 +196,8 @@ def legend(records: list[Record]) -> list[str]:
     if any(r.timer == "wall_interpreter" for r in records):
         lines.append("* interpreter wall-clock time (GPU kernels run by an interpreter on the CPU): correctness only, "
                      "no bandwidth claimed")
-    if any(r.timer == "wall" for r in records):
+    cpu_run = bool(records) and all(r.device == "cpu" for r in records)
+    if not cpu_run and any(r.timer == "wall" for r in records):   # beside GPU records (a report of several runs)
         lines.append("CPU wall-clock times: not GPU measurements")
     if any(in_cache(r) for r in records):
         lines.append("c: the case fits in the CPU's cache, which nothing flushes between launches: "
@@ -203,3 +206,8 @@ def legend(records: list[Record]) -> list[str]:
         lines.append(f"~: noisy, the samples' p10-p90 spread is over {NOISY_SPREAD:.0%} of the median "
                      f"(on a CPU, other processes competing for the cores); compare such times with care")
     return lines
+
+
+# The last line of a CPU run: what it showed, and where the rest is measured.
+CPU_RUN = ("A CPU run checks correctness (results against float64, the launcher's contract, determinism, batch "
+           "invariance); speed needs a GPU: the times above are this CPU's wall clock, no kernel's speed.")
