@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import configs, tuner
+from harness import configs, rowsearch, tuner
 from harness.errors import ConfigError
 
 OWN_KEYS = ("write", "out", "search", "min_bytes")
@@ -60,9 +60,9 @@ class Session:
     def choose(self, kernel, cols, dtype, batch, device, rule, space) -> configs.Choice:
         key = (kernel, cols, dtype)
         s = space()
-        if isinstance(s, tuner.RowSpace):
-            tuned = tuner.tune_rows(key, s)
-            config, _ = tuner.for_batch(tuned, key, batch, s)
+        if isinstance(s, rowsearch.RowSpace):
+            tuned = rowsearch.tune_rows(key, s)
+            config, _ = rowsearch.for_batch(tuned, key, batch, s)
         else:
             tuned = tuner.tune(key, s.configs, s.bind, s.label, s.unrunnable, s.precompile)
             config = tuned.config
@@ -100,8 +100,8 @@ def _measured(found: Found, config: dict | None) -> float | None:
     s = found.space
     work = tuner.effort()
     try:
-        if isinstance(s, tuner.RowSpace):
-            rows = tuner.problems(s)["us"]
+        if isinstance(s, rowsearch.RowSpace):
+            rows = rowsearch.problems(s)["us"]
             run = s.bind(config, s.scratch(rows), rows)
         else:
             run = s.bind(config)

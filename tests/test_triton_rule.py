@@ -59,7 +59,7 @@ def rule_of(monkeypatch, op, variant, cols, dtype) -> dict:
 
 
 def offered(space) -> list[dict]:
-    """Every config harness-tune's search (harness.tuner: tune_rows, for_batch) may time for a
+    """Every config harness-tune's search (harness.rowsearch: tune_rows, for_batch) may time for a
     row kernel's ``space``: each shape; each shape with each small-batch toggle that applies
     whole; the plain configs along the greedy path, each toggle on any config before it; and
     any of those with a batch's other hints and grids, again and again."""

@@ -5,7 +5,7 @@ tries, and how it weighs the large problem against the small ones; the launch pl
 import pytest
 import torch
 
-from harness import tuner
+from harness import rowsearch, tuner
 from impls._frameworks.triton import launch as triton_launch, occupancy
 from impls._frameworks.triton import rows as triton_rows
 
@@ -26,12 +26,12 @@ def _space(key, cols, block, dtype, scratch, bind, options, on_chip=True):
 
 def _tune_rows(key, cols, block, dtype, scratch, bind, options):
     key = (*key, str(dtype))
-    return tuner.tune_rows(key, _space(key, cols, block, dtype, scratch, bind, options))
+    return rowsearch.tune_rows(key, _space(key, cols, block, dtype, scratch, bind, options))
 
 
 def _for_batch(tuned, key, dtype, batch_rows, scratch, bind, cols=4096, options=triton_rows.ROW_OPTIONS):
     key = (*key, str(dtype))
-    return tuner.for_batch(tuned, key, batch_rows, _space(key, cols, cols, dtype, scratch, bind, options))
+    return rowsearch.for_batch(tuned, key, batch_rows, _space(key, cols, cols, dtype, scratch, bind, options))
 
 
 @pytest.mark.parametrize("itemsize", [4, 2])
@@ -220,7 +220,7 @@ def _tune_with_stand_in_times(monkeypatch, cols, fake_time, options, measure=Non
     try:
         return _tune_rows(("stand-in", cols), cols, cols, _Fp16, scratch, bind, options)
     finally:
-        tuner._tuned.pop(("stand-in", cols, str(_Fp16)), None)
+        tuner.choices.pop(("stand-in", cols, str(_Fp16)), None)
 
 
 def test_the_gpu_tuning_path_with_a_stand_in_timer(monkeypatch):
@@ -259,7 +259,7 @@ def test_the_tuning_table_keeps_each_candidate_s_register_count(monkeypatch):
         tuned = _tune_rows(("stand-in", 4096), 4096, 4096, torch.float32, lambda rows: rows, bind,
                            triton_rows.ROW_OPTIONS)
     finally:
-        tuner._tuned.pop(("stand-in", 4096, "torch.float32"), None)
+        tuner.choices.pop(("stand-in", 4096, "torch.float32"), None)
     assert all(c["regs"] == 24 + 8 * c["rows"] for c in tuned.table["candidates"])
     assert "regs" not in tuned.config and tuned.config["rows"] == 2
 
@@ -626,7 +626,7 @@ def _tuned_then_a_batch(monkeypatch, batch_rows, batch_time, timed, other_bits):
     assert (tuned.config["rows"], tuned.config["num_warps"]) == (2, 8)
     scratch, bind = _writing(lambda cfg: other_bits if cfg["persistent"] else _warps_a_row(cfg))
     monkeypatch.setattr(tuner, "digest", lambda args: args[-1][0])
-    monkeypatch.setattr(tuner, "_batch_choices", {})
+    monkeypatch.setattr(rowsearch, "_batch_choices", {})
     timed.clear()
     return tuned, scratch, bind
 
@@ -786,7 +786,7 @@ def test_predicated_is_tried_with_early_on_rows_that_fill_their_block(monkeypatc
         shorter = _tune_rows(("stand-in", 6000), 6000, 8192, _Fp16, lambda rows: rows,
                              lambda cfg, args, rows: lambda: (cfg, rows), options)
     finally:
-        tuner._tuned.pop(("stand-in", 6000, str(_Fp16)), None)
+        tuner.choices.pop(("stand-in", 6000, str(_Fp16)), None)
     assert not any(c.get("predicated") for c in shorter.table["candidates"])
 
 

@@ -151,7 +151,7 @@ def choose_for(framework: str, title: str, unrunnable_errors: tuple, key: tuple,
     table (each framework's build of these kernels has entries of its own), ``title`` its
     label."""
     from harness import configs as tables
-    from harness import tuner
+    from harness import rowsearch
     space = configs(cols, dtype.itemsize, kept, looped)
     if not space:
         raise ValueError(f"{title} {label}: no config holds a row of {cols} elements "
@@ -162,7 +162,7 @@ def choose_for(framework: str, title: str, unrunnable_errors: tuple, key: tuple,
             raise ValueError(f"{config} is not among this kernel's configs for {cols}-column rows")
 
     def search_space():
-        return tuner.RowSpace(label=f"{title} {label} for {cols}-column rows ({str(dtype).replace('torch.', '')})",
+        return rowsearch.RowSpace(label=f"{title} {label} for {cols}-column rows ({str(dtype).replace('torch.', '')})",
                               cols=cols, shapes=space, scratch=scratch, bind=bind, row_bytes=cols * dtype.itemsize,
                               neutral=NEUTRAL, device=device, unrunnable=unrunnable_errors)
     choice = tables.config_for(" ".join((framework, *key)), cols, dtype, rows, device,

@@ -10,7 +10,7 @@ one job each, are imported by the impls:
 - device: device functions every kernel shares (fp32 loads and stores of fp32, fp16 and bf16,
   warp, group and block reductions, the Welford and online-softmax combines)
 - launch: the 1-D kernels' grids, tuned through harness.tuner
-- rows: the row kernels' configs (threads per row), tuned through harness.tuner's row search
+- rows: the row kernels' configs (threads per row), tuned through harness.rowsearch
 """
 import os
 

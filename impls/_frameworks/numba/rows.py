@@ -197,7 +197,7 @@ def row_launcher(key: tuple, label: str, inputs: tuple, scratch, bind, cacheable
         config = sim_config(cols, cacheable, x.element_size(), keeps)
         return configured(bind(config, inputs, rows), {**config, "whole": whole(inputs, cols), "simulated": True})
     from harness import configs as tables
-    from harness import tuner
+    from harness import rowsearch
     space = configs(cols, cacheable, x.element_size(), keeps)
 
     def check(config):
@@ -205,7 +205,7 @@ def row_launcher(key: tuple, label: str, inputs: tuple, scratch, bind, cacheable
             raise ValueError(f"{config} is not among this kernel's configs for {cols}-column rows")
 
     def search_space():
-        return tuner.RowSpace(label=f"Numba {label} for {cols}-column rows ({str(x.dtype).replace('torch.', '')})",
+        return rowsearch.RowSpace(label=f"Numba {label} for {cols}-column rows ({str(x.dtype).replace('torch.', '')})",
                               cols=cols, shapes=space, scratch=scratch, bind=bind, row_bytes=cols * x.element_size(),
                               neutral=NEUTRAL, device=x.device, unrunnable=(TooManyThreads,))
     kernel = " ".join(("numba", *key, *(("-",) if len(key) == 1 else ())))

@@ -8,7 +8,7 @@ tile, cache ``hints``, and the kernel's own switches where it has them (the cons
 PREFETCH, EARLY, ORDERED, the looped path ``loop_block``, ``predicated`` loads)."""
 import contextvars
 
-from harness import tuner
+from harness import rowsearch
 from impls._frameworks.triton.launch import (HINTS, bound_launch, build_all, describe, interpreting, next_pow2,
                                              unrunnable)
 from impls._frameworks.triton.occupancy import first_guess, persistent_programs
@@ -211,7 +211,7 @@ def other_hints(c: dict) -> list[dict]:
 
 
 def space(key, cols: int, block: int, on_chip: bool, dtype, device, make_scratch, bind, max_rows: int = 4,
-          options: tuple[str, ...] = ()) -> tuner.RowSpace:
+          options: tuple[str, ...] = ()) -> rowsearch.RowSpace:
     """The configs tune_rows tries for a row kernel: every tile shape one program per tile,
     without hints (and, with "looped" among ``options``, the LOOPED_SHAPES); the small-batch
     toggles among the options; then a persistent grid (prefetching, if an option),
@@ -238,7 +238,7 @@ def space(key, cols: int, block: int, on_chip: bool, dtype, device, make_scratch
 
     name = " ".join(map(str, key[:-1]))
     label = f"Triton {name} for {cols}-column rows ({str(dtype).replace('torch.', '')})"
-    return tuner.RowSpace(label=label, cols=cols, shapes=configs, scratch=make_scratch, bind=bind,
+    return rowsearch.RowSpace(label=label, cols=cols, shapes=configs, scratch=make_scratch, bind=bind,
                           row_bytes=cols * dtype.itemsize, neutral=BIT_NEUTRAL, small_batch=small_batch, path=path,
                           batch=(other_hints, other_grids), applicable=applicable, precompile=precompile(bind),
                           unrunnable=unrunnable(), device=device)
