@@ -32,11 +32,11 @@ def load(path: str) -> list[Record]:
     p = Path(path)
     if not p.is_file():
         raise SystemExit(f"compare: {path}: no such file (give the results.jsonl of a run)")
-    from harness import results   # its rule for which rows are cases
+    from harness import reader   # its rule for which rows are cases
     try:
         # A results file may hold rows that are not cases (docs/results/<gpu>.jsonl keeps
         # devtools/first-run's timings beside its records): they are not compared.
-        records, _ = results.read(p)
+        records, _ = reader.read(p)
     except jsonl.BadResults as e:
         raise SystemExit(f"compare: {e}") from None
     if not records:

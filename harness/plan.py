@@ -249,7 +249,7 @@ def from_overrides(overrides: list[str], device: torch.device):
     commands that plan as the harness does (harness-tune, harness-nvbench)."""
     from hydra import compose, initialize_config_dir
 
-    from harness.cli import normalize_argv
+    from harness.options import normalize_argv
     with initialize_config_dir(str(CONF_DIR), version_base=None):
         cfg = compose("config", overrides=normalize_argv(overrides))
     resolve_sweep(cfg, device)

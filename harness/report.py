@@ -251,7 +251,7 @@ def write(records: list[Record], folder: Path, title: str = "kernel-harness run"
 
 
 def main(argv: list[str] | None = None) -> int:
-    from harness import results   # the one rule for which lines are records, and for damaged ones
+    from harness import reader   # the one rule for which lines are records, and for damaged ones
     from harness.sinks.jsonl import BadResults
     ap = argparse.ArgumentParser(prog="harness-report", description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="+", type=Path, help="results.jsonl files (the latest record of a case wins)")
@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"harness-report: {path}: no such file (give results.jsonl files)", file=sys.stderr)
             return 2
         try:
-            records += results.read(path)[0]   # other rows (devtools/first-run's timings) are no cases
+            records += reader.read(path)[0]   # other rows (devtools/first-run's timings) are no cases
         except BadResults as e:
             print(f"harness-report: {e}", file=sys.stderr)
             return 2

@@ -15,7 +15,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from harness import results
+from harness import reader
 from harness.sinks import jsonl
 from harness.sinks.mlflow import TrackingUnavailable, counts, explain, upload, uri_problem
 
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             # the cases only: a published results file (docs/results/<gpu>.jsonl) also holds
             # devtools/first-run's rows, which are no records (harness-results' rule)
-            records, _ = results.read(f)
+            records, _ = reader.read(f)
         except jsonl.BadResults as e:
             print(f"harness-upload: error: {e}; left out, the other files are uploaded", file=sys.stderr)
             unreadable.append(f)

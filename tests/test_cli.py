@@ -107,14 +107,14 @@ def test_two_runs_started_in_one_second_get_a_folder_each(tmp_path, monkeypatch)
 
 
 def test_a_run_folder_that_cannot_be_made_is_named(tmp_path):
-    from harness import cli
+    from harness import options
     from harness.errors import ConfigError
     (tmp_path / "a-file").write_text("")
     with pytest.raises(ConfigError, match=re.escape(f"hydra.run.dir={tmp_path}/a-file/run: the run's folder cannot "
                                                     f"be made in {tmp_path}/a-file (NotADirectoryError")):
-        cli.check_run_folders(["op=copy", f"hydra.run.dir={tmp_path}/a-file/run"])
-    cli.check_run_folders([f"hydra.sweep.dir={tmp_path}/multi/a", f"hydra.run.dir={tmp_path}/out/${{now:%H}}",
-                           f"hydra.run.dir={tmp_path}"])
+        options.check_run_folders(["op=copy", f"hydra.run.dir={tmp_path}/a-file/run"])
+    options.check_run_folders([f"hydra.sweep.dir={tmp_path}/multi/a", f"hydra.run.dir={tmp_path}/out/${{now:%H}}",
+                               f"hydra.run.dir={tmp_path}"])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]   # nothing made
 
 
@@ -321,14 +321,14 @@ def test_a_command_exits_with_what_its_main_returns(tmp_path, monkeypatch):
 def test_a_flag_or_roof_setting_that_is_not_one_is_refused(key, value, message):
     from omegaconf import OmegaConf
 
-    from harness import cli
+    from harness import options
     from harness.errors import ConfigError
     cfg = OmegaConf.create({"isolate": True, "strict": False, "roof": {"cache": True, "max_age_s": 86400,
                                                                        "bytes": 1 << 30}})
-    cli.check_values(cfg)
+    options.check_values(cfg)
     OmegaConf.update(cfg, key, value)
     with pytest.raises(ConfigError, match=re.escape(message)):
-        cli.check_values(cfg)
+        options.check_values(cfg)
 
 
 def test_a_plugin_that_cannot_be_imported_is_an_error_naming_it(monkeypatch, tmp_path):

@@ -16,7 +16,7 @@ from hydra import compose, initialize_config_dir
 import impls.rmsnorm
 from harness import plan as planning
 from harness import registry
-from harness.cli import settings_from
+from harness.options import settings_from
 from harness.record import Record
 from harness.runner import Runner
 from harness.sinks import console

@@ -2,7 +2,7 @@
 import json
 import math
 
-from harness import results
+from harness import reader, results
 from harness.record import Record
 from harness.sinks.jsonl import JsonlSink
 
@@ -292,10 +292,10 @@ def test_a_damaged_record_is_named_by_line_and_field_and_every_reader_reads_the_
             f'{damaged}, line 3: shape is "4096x4096", not a list of whole numbers: left out')
     said_in = lambda err: all(s in err for s in said)  # noqa: E731
 
-    records, _ = results.read(damaged)
+    records, _ = reader.read(damaged)
     assert [(r.impl, r.shape) for r in records] == [("triton", [16, 4096]), ("liger", [16, 4096]),
                                                     ("liger", [32, 4096])]
-    assert records[1].record_id == results.read(damaged)[0][1].record_id != ""   # the same id each time
+    assert records[1].record_id == reader.read(damaged)[0][1].record_id != ""   # the same id each time
     assert said_in(capsys.readouterr().err)
 
     assert report.main([str(damaged), "--out", str(tmp_path / "report")]) == 0
