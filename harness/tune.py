@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import configs, rowsearch, tuner
+from harness.entry import INTERRUPTED_EXIT
 from harness.errors import ConfigError
 
 OWN_KEYS = ("write", "out", "search", "min_bytes")
@@ -206,6 +207,21 @@ def _bind_all(cases, device) -> None:
         torch.cuda.empty_cache()
 
 
+def search(cases, device) -> tuple[Session, bool]:
+    """Every case's kernels searched; on a SIGINT the searches done so far are kept (and the
+    run is cut: True), so that a time limit still ends with their comparison."""
+    session = configs._session = Session()
+    try:
+        _bind_all(cases, device)
+    except KeyboardInterrupt:
+        print(f"harness-tune: interrupted (SIGINT): the {len(session.found)} entries searched so far are compared; "
+              "no table is written", file=sys.stderr, flush=True)
+        return session, True
+    finally:
+        configs._session = None
+    return session, False
+
+
 def main(argv: list[str] | None = None) -> int:
     own, overrides = _split(sys.argv[1:] if argv is None else argv)
     try:
@@ -239,11 +255,7 @@ def _tune(own: dict, overrides: list[str]) -> int:
     path = configs.table_path(gpu)
     table = configs.table_for(gpu)
     print(f"harness-tune: {len(cases)} cases on {gpu}; table {path}{'' if table else ' (none yet)'}", flush=True)
-    session = configs._session = Session()
-    try:
-        _bind_all(cases, device)
-    finally:
-        configs._session = None
+    session, cut = search(cases, device)
     comparisons = [compare(f, table) for f in session.found.values()]
     for c in comparisons:
         print(line(c))
@@ -253,7 +265,7 @@ def _tune(own: dict, overrides: list[str]) -> int:
         with open(own["out"], "w") as f:
             for c in comparisons:
                 f.write(json.dumps({**c, "gpu": gpu}) + "\n")
-    if own.get("write") == "true":
+    if own.get("write") == "true" and not cut:
         from harness.provenance import collect
         prov = collect(device)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -262,7 +274,7 @@ def _tune(own: dict, overrides: list[str]) -> int:
                                 f"{(prov.get('git_sha') or '?')[:12]}{' (dirty)' if prov.get('git_dirty') else ''}: "
                                 f"{len(comparisons)} entries"))
         print(f"harness-tune: wrote {path}")
-    return 0
+    return INTERRUPTED_EXIT if cut else 0
 
 
 if __name__ == "__main__":

@@ -129,6 +129,21 @@ def test_harness_tune_writes_entries_a_run_reads_back(tables):
     assert yaml.safe_load(text)["gpu"] == H100
 
 
+def test_a_harness_tune_cut_by_sigint_keeps_the_searches_done(monkeypatch, capsys):
+    """A time limit's SIGINT in the third case's search: the two entries searched before it are
+    kept for the comparison (it was a traceback, and nothing was compared)."""
+    done = [_found({"group": 256, "packs": p, "threads": 256}, RULE, []) for p in (2, 4)]
+
+    def binds(cases, device):
+        for i, f in enumerate(done):
+            configs._session.found[i] = f
+        raise KeyboardInterrupt
+    monkeypatch.setattr(tune, "_bind_all", binds)
+    session, cut = tune.search([], "gpu")
+    assert cut and list(session.found.values()) == done and configs._session is None
+    assert "the 2 entries searched so far are compared; no table is written" in capsys.readouterr().err
+
+
 def test_harness_tune_refuses_a_machine_without_a_gpu(capsys):
     assert tune.main(["op=rmsnorm", "device=cpu"]) == 2
     assert "measures launch configs on a GPU" in capsys.readouterr().err
