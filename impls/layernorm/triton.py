@@ -1,5 +1,10 @@
 """Triton LayerNorm: y = (x - mean) · rsqrt(var + eps) · g + b, statistics in fp32.
 
+  naive     the tutorial's form (05-layer-norm, with the row in registers): a row per
+            program in one block of next_power_of_2(cols); the mean, then the variance as
+            the sum of (x - mean)² over the same registers; launch by a fixed rule
+            (impls/_frameworks/triton/naive.py), rows up to 32768. The tuned kernel:
+
 Bytes: read x, g, b; write y. Rows of up to 32768 elements stay in registers (x read
 once), in tiles of ROWS rows per program step (as the Triton rmsnorm); longer rows (or any,
 when the tuner finds it faster) take a column loop that keeps the row in L2 (evict_last)
@@ -24,7 +29,23 @@ from harness.registry import impl
 from impls._frameworks.triton.device import (first_pass, first_tile, load_columns_raw, load_tile,
                                             row_sums, span_offsets, store_tile, tile_input, tile_mask, tile_offsets)
 from impls._frameworks.triton.launch import configured
+from impls._frameworks.triton.naive import row_per_program
 from impls._frameworks.triton.rows import ROW_OPTIONS, row_block, row_choice, row_config, row_launcher
+
+
+@triton.jit
+def _layernorm_naive(x_ptr, g_ptr, b_ptr, y_ptr, cols, eps, BLOCK: tl.constexpr):
+    """Read a row (H elements), g and b (H each, from L2 after the first rows), write H."""
+    row = tl.program_id(0).to(tl.int64)
+    c = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * cols + c, mask=c < cols, other=0.0).to(tl.float32)
+    mean = tl.sum(x, 0) / cols
+    x_minus_mean = tl.where(c < cols, x - mean, 0.0)
+    rstd = 1.0 / tl.sqrt(tl.sum(x_minus_mean * x_minus_mean, 0) / cols + eps)
+    g = tl.load(g_ptr + c, mask=c < cols, other=0.0).to(tl.float32)
+    b = tl.load(b_ptr + c, mask=c < cols, other=0.0).to(tl.float32)
+    y = x_minus_mean * rstd * g + b
+    tl.store(y_ptr + row * cols + c, y.to(y_ptr.dtype.element_ty), mask=c < cols)
 
 
 @triton.jit
@@ -238,6 +259,11 @@ def layernorm_launcher(x, weight, bias, eps, out, variant: str):
     if tuned_as != code:
         config["tuned_as"] = "two_pass"
     return configured(bind(cfg, (x, weight, bias, out), rows), config)
+
+@impl("layernorm", "triton", variant="naive")
+def bind_naive(x, weight, bias, eps, out):
+    return row_per_program(_layernorm_naive, "layernorm", x, out, weight, bias, out, x.shape[1], eps)
+
 
 @impl("layernorm", "triton", variant="welford")
 def bind_welford(x, weight, bias, eps, out):
