@@ -31,6 +31,20 @@ def test_the_launch_rule_is_a_block_of_the_row_rounded_up_and_warps_by_its_size(
 
 
 @pytest.mark.parametrize("key", NAIVE, ids=lambda k: k[0])
+def test_a_naive_kernel_asks_for_no_table_entry(key, monkeypatch):
+    """Bound as on a GPU (no interpreter), it never reaches harness.configs."""
+    from harness import configs
+
+    def config_for(*args, **kwargs):
+        raise AssertionError("the naive variant asked harness.configs for a config")
+    monkeypatch.setattr(configs, "config_for", config_for)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    spec = OPS[key[0]]()
+    x = spec.inputs((2, 4096), torch.float32, CPU, seed=1)
+    assert bind(key, x, spec.make_output(x)).config["source"] == "rule"
+
+
+@pytest.mark.parametrize("key", NAIVE, ids=lambda k: k[0])
 def test_a_row_longer_than_one_block_is_refused_with_the_reason(key):
     spec = OPS[key[0]]()
     x = spec.inputs((1, 32769), torch.float32, CPU, seed=1)
