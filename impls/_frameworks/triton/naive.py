@@ -5,9 +5,10 @@ so these ``naive`` variants show what the tuned kernels beside them add."""
 from harness.registry import Unavailable
 from impls._frameworks.triton.launch import bound_launch, configured, next_pow2
 
-# The longest row one block holds: 32768 elements (fp32: 64 a thread on 16 warps, already
-# past the 128 registers a thread of a 512-thread block may have). A longer row is refused;
-# the tuned variants walk it in column tiles.
+# The longest row one block holds: 32768 elements (fp32: 64 a thread on 16 warps; compiled
+# for sm_90, the LayerNorm and RMSNorm take 128 registers a thread, the most a 512-thread
+# block may have, with no local memory). A longer row is refused; the tuned variants walk
+# it in column tiles.
 MAX_COLS = 32768
 
 
