@@ -77,13 +77,15 @@ def reduce_entry(name, p, is_max, atomic, aligned, one_program=False):
 
 
 def kernels():
+    from impls._frameworks.triton.launch import next_pow2
+    from impls._frameworks.triton.naive import num_warps
     from impls._frameworks.triton.rows import fold_width
     from impls.copy.triton import _copy
-    from impls.layernorm.triton import _layernorm
-    from impls.rmsnorm.triton import _rmsnorm
+    from impls.layernorm.triton import _layernorm, _layernorm_naive
+    from impls.rmsnorm.triton import _rmsnorm, _rmsnorm_naive
     from impls.rmsnorm_silu_mul_add.triton import _fused, _pointwise
     from impls.scale.triton import _scale
-    from impls.softmax.triton import _softmax
+    from impls.softmax.triton import _softmax, _softmax_naive
     row = {"rows": "i32", "cols": "i32", "programs": "i32"}
     XY = ("x_ptr", "y_ptr")
     out = []
@@ -190,6 +192,16 @@ def kernels():
                         {"COLS": cols, "VARIANT": 1, "ROWS": 1, "BLOCK": 1024, "ON_CHIP": True, "EVEN": False,
                          "SPAN": 0, "GROUP": group, "PREFETCH": False, "EARLY": True}, 1,
                         ("x_ptr", "g_ptr", "b_ptr", "y_ptr"), False))
+        # the naive kernels (a row per program, one block of next_power_of_2(cols)) on their
+        # launch rule's warps; 781 columns: masked, and no row 16-byte aligned
+        for cols in (781, 4096, 16384):
+            block, aligned_rows = next_pow2(cols), cols % 16 == 0
+            for name, fn, ptrs in (("softmax_naive", _softmax_naive, ("x_ptr", "y_ptr")),
+                                   ("rmsnorm_naive", _rmsnorm_naive, ("x_ptr", "g_ptr", "y_ptr")),
+                                   ("layernorm_naive", _layernorm_naive, ("x_ptr", "g_ptr", "b_ptr", "y_ptr"))):
+                sig = {**dict.fromkeys(ptrs, p), "cols": "i32", **({} if name.startswith("softmax") else {"eps": "fp32"})}
+                out.append((f"{name}{cols}", fn, sig, {"BLOCK": block}, num_warps(block),
+                            (*ptrs, "cols") if aligned_rows else ptrs, aligned_rows))
     return out
 
 

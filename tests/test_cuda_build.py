@@ -74,7 +74,7 @@ def test_every_op_of_the_catalogue_has_its_cuda_kernels_registered():
     expected = {("copy", "-"), ("scale", "naive"), ("scale", "vector"), ("sum", "naive"), ("sum", "two_pass"),
                 ("sum", "atomic"), ("max", "two_pass"), ("max", "atomic"), ("rmsnorm", "block_per_row"),
                 ("rmsnorm", "tuned"), ("softmax", "three_pass"), ("softmax", "online"), ("softmax", "on_chip"),
-                ("layernorm", "welford"), ("layernorm", "two_pass"), ("layernorm", "naive"),
+                ("layernorm", "welford"), ("layernorm", "two_pass"), ("layernorm", "unsafe"),
                 ("rmsnorm_silu_mul_add", "fused"), ("rmsnorm_silu_mul_add", "unfused")}
     for op in {op for op, _ in expected}:
         impls, failures = registry.load_impls(op, ["cuda"])

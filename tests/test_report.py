@@ -23,7 +23,7 @@ def cases():
             case("triton", (16, 4096), 900.0), case("triton", (32768, 4096), 4300.0),
             case("triton", (8192, 16384), 4250.0),
             case("liger", (32768, 4096), None, status="fail"),
-            case("triton", (32768, 4096), 4200.0, variant="naive", control=True, status="fail")]
+            case("triton", (32768, 4096), 4200.0, variant="unsafe", control=True, status="fail")]
 
 
 def test_the_bandwidth_plot_has_a_line_per_impl_the_roof_and_a_log_x_axis():
@@ -42,7 +42,7 @@ def test_the_bandwidth_plot_has_a_line_per_impl_the_roof_and_a_log_x_axis():
 def test_the_roof_heatmap_is_impl_by_shape_and_names_what_has_no_rate():
     fig = report.roof_heatmap("rmsnorm", "bfloat16", cases())
     ax = fig.axes[0]
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["eager", "liger", "triton", "triton/naive"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["eager", "liger", "triton", "triton/unsafe"]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["16x4096", "8192x16384", "32768x4096"]
     texts = {t.get_text() for t in ax.texts}
     assert {"FAIL", "xfail", "108", "22"} <= texts   # 4300 of 4000: 108%; a failure and a control named
@@ -116,11 +116,11 @@ def test_a_status_is_red_only_where_something_went_wrong_and_a_cached_rate_keeps
     cached.timer, cached.device, cached.provenance = "wall", "cpu", {"cpu_cache_bytes": 32 << 20}
     skipped = case("cuda", (16, 4096), None, status="skipped")
     failed = case("liger", (16, 4096), None, status="fail")
-    control = case("eager", (16, 4096), None, variant="naive", status="fail", control=True)
+    control = case("eager", (16, 4096), None, variant="unsafe", status="fail", control=True)
     cells = {r.impl_label: report._cell(r) for r in (interpreted, cached, skipped, failed, control)}
     assert cells["triton"] == '<span class="quiet">ok</span>'
     assert cells["cuda"] == '<span class="quiet">skipped</span>'
-    assert cells["eager/naive"] == '<span class="quiet">xfail</span>'
+    assert cells["eager/unsafe"] == '<span class="quiet">xfail</span>'
     assert cells["liger"] == '<span class="bad">FAIL</span>'
     assert cells["eager"].startswith("6.7") and '<span class="mark">c</span>' in cells["eager"]
     page = report.table([interpreted, cached, skipped, failed, control])

@@ -172,7 +172,7 @@ def test_upload_is_idempotent(tmp_path):
     ("error", False, "KILLED", INTERRUPTED)])   # cut by a Ctrl-C: not a failure of the impl
 def test_a_case_runs_mlflow_status_reads_as_the_ui_colours_it(status, control, colour, reason):
     from harness.sinks.mlflow import run_status
-    r = Record("layernorm", "triton", "naive", "float32", [4, 8], status=status, negative_control=control,
+    r = Record("layernorm", "triton", "unsafe", "float32", [4, 8], status=status, negative_control=control,
                reason=reason)
     assert run_status(r) == colour
 

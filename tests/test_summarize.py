@@ -32,10 +32,10 @@ def summarize(tmp_path, records, *args):
 def test_the_latest_record_wins_and_failed_or_control_records_are_not_compared(tmp_path):
     records = [rec("triton", 50), rec("triton", 40, ts="2026-11-29T11:00:00"),   # measured again: 40 counts
                rec("torch_compile", 45), rec("liger", 90, status="fail"),           # a failed peer: not a peer
-               rec("triton", 99, variant="naive", negative_control=True)]           # a control: not ours
+               rec("triton", 99, variant="unsafe", negative_control=True)]           # a control: not ours
     out = summarize(tmp_path, records)
     assert "| rmsnorm | bfloat16 | 16x4096 | triton 40 GB/s |" in out and "torch_compile 45 GB/s" in out
-    assert "| 0.889 |" in out and "liger" not in out and "naive" not in out
+    assert "| 0.889 |" in out and "liger" not in out and "unsafe" not in out
 
 
 def test_the_matrix_has_a_column_per_dtype_and_marks_what_is_behind(tmp_path):
@@ -177,7 +177,7 @@ def test_the_framework_table_gives_each_framework_s_best_passing_variant_at_the_
                rec("eager", 86, shape=big, role="peer"),
                rec("quack", 999, shape=other, role="peer"),                           # not at the shape asked
                rec("liger", None, shape=big, status="skipped", role="peer", reason="no liger"),   # did not run
-               rec("cuda", 430, variant="naive", shape=big, role="ours", negative_control=True, status="fail")]
+               rec("cuda", 430, variant="unsafe", shape=big, role="ours", negative_control=True, status="fail")]
     out = summarize(tmp_path, records, "--frameworks", "268435456,32768x4096")
     assert "| op | shape | cuda | numba | eager | quack |" in out
     assert "| rmsnorm | 32768x4096 | 10.0 / 9.3 | - / 2.3 | 2.0 /  |  |" in out

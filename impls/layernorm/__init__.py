@@ -4,7 +4,7 @@ Compulsory bytes 2·R·H·s + 2·H·s (read x, write y, read g and b once).
 Variants differ in how the variance is formed:
   welford    running (count, mean, M2) merged pairwise (Chan et al.): stable, one read
   two_pass   mean first, then sum((x - mean)²): stable, reads x twice unless the row is on chip
-  naive      E[x²] - E[x]² in one pass: cancels catastrophically when |mean| >> std.
+  unsafe     E[x²] - E[x]² in one pass: cancels catastrophically when |mean| >> std.
              A labelled NEGATIVE CONTROL: the 'large_mean' inputs must make it fail.
 """
 import torch
@@ -35,8 +35,8 @@ def large_mean_rows(rows: int, hidden: int) -> int:
 class LayerNorm(Op):
     name = "layernorm"
     ndim = 2
-    variants = ("welford", "two_pass", "naive")
-    negative_controls = ("naive",)
+    variants = ("welford", "two_pass", "unsafe")
+    negative_controls = ("unsafe",)
     row_op = True
     semantics = "y = (x - mean) * rsqrt(var + eps) * g + b (biased variance)"
     # A correct fp32 mean still errs by ~log2(H)·u32 of the row's mean |x|, which x - mean
@@ -49,7 +49,7 @@ class LayerNorm(Op):
         "large_mean": "x = 10^4 + N(0, 1) (fp32; fp16, bf16: 1000 + N(0, 1), at least 128 rows below 512 "
                       "columns, 16 below 32768, 8 from there): E[x²] - E[x]² cancels every digit of the "
                       "variance in fp32",
-        "constant_rows": "rows with one repeated value: var = 0, y = b exactly (naive: var < 0 -> NaN)",
+        "constant_rows": "rows with one repeated value: var = 0, y = b exactly (unsafe: var < 0 -> NaN)",
     }
 
     def __init__(self, eps: float = 1e-5, **params):

@@ -3,13 +3,13 @@ registers where it fits; 2·R·H·s + 2·H·s bytes.
   welford:  each pack's (count, mean, M2) merged into a running state, the states merged in
             the shuffle tree (Chan et al.): one pass for the statistics.
   two_pass: the mean, then sum((x - mean)²).
-  naive:    E[x²] - E[x]² in one pass: the negative control the large_mean inputs must fail."""
+  unsafe:   E[x²] - E[x]² in one pass: the negative control the large_mean inputs must fail."""
 from harness.registry import impl
 from impls._frameworks.cuda import build
 from impls._frameworks._launch import scratch
 from impls._frameworks.cuda.rows import launch_args, row_launcher
 
-VARIANTS = {"welford": 0, "two_pass": 1, "naive": 2}
+VARIANTS = {"welford": 0, "two_pass": 1, "unsafe": 2}
 
 
 def _register(variant: str, code: int):

@@ -1,7 +1,7 @@
 """CuPy LayerNorm: y = (x - mean) / sqrt(var + eps) · g + b; 2·R·H·s + 2·H·s bytes.
   idiomatic: ReductionKernels for each row's sum, then its sum of (x - mean)², then an
              ElementwiseKernel: the two-pass statistics, x read three times.
-  naive:     the same with E[x²] - E[x]² (the two sums in ReductionKernels): the negative
+  unsafe:    the same with E[x²] - E[x]² (the two sums in ReductionKernels): the negative
              control the large_mean inputs must fail.
   welford:   the CUDA extension's kernels (layernorm.cuh) through NVRTC: each pack's (count, mean, M2) merged into a running state, the states
              merged in the group's tree (Chan et al.): one pass for the statistics.
@@ -29,13 +29,13 @@ def bind_idiomatic(x, weight, bias, eps, out):
     return idiomatic.launcher(compute, {"x": x, "g": weight, "b": bias}, out, "3 ReductionKernels + ElementwiseKernel")
 
 
-@impl("layernorm", "cupy", variant="naive")
-def bind_naive(x, weight, bias, eps, out):
+@impl("layernorm", "cupy", variant="unsafe")
+def bind_unsafe(x, weight, bias, eps, out):
     total = idiomatic.sum_of("ld(x)", "harness_ln_sum")
     squares = idiomatic.sum_of("ld(x) * ld(x)", "harness_ln_squares")
     write = idiomatic.elementwise("X x, float32 total, float32 squares, X g, X b, float32 eps, float32 n", "X y",
                                   _NORMALIZE.format(var="(squares / n - (total / n) * (total / n))"),
-                                  "harness_ln_naive_write")
+                                  "harness_ln_unsafe_write")
     eps32, n = np.float32(eps), np.float32(x.shape[1])
 
     def compute(v, y):

@@ -1,5 +1,5 @@
 """Eager LayerNorm: ``F.layer_norm`` (PyTorch's own kernel, Welford on CUDA), and the
-negative control ``naive`` written the way it goes wrong: var = E[x²] - E[x]² in fp32."""
+negative control ``unsafe`` written the way it goes wrong: var = E[x²] - E[x]² in fp32."""
 import torch
 import torch.nn.functional as F
 
@@ -10,7 +10,7 @@ def layernorm(x, weight, bias, eps):
     return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
 
 
-def layernorm_naive(x, weight, bias, eps):
+def layernorm_unsafe(x, weight, bias, eps):
     xf = x.float()
     mean = xf.mean(dim=-1, keepdim=True)
     var = xf.square().mean(dim=-1, keepdim=True) - mean.square()   # cancels when |mean| >> std
@@ -22,6 +22,6 @@ def bind(x, weight, bias, eps, out):
     return lambda: layernorm(x, weight, bias, eps)
 
 
-@impl("layernorm", "eager", variant="naive")
-def bind_naive(x, weight, bias, eps, out):
-    return lambda: layernorm_naive(x, weight, bias, eps)
+@impl("layernorm", "eager", variant="unsafe")
+def bind_unsafe(x, weight, bias, eps, out):
+    return lambda: layernorm_unsafe(x, weight, bias, eps)

@@ -18,9 +18,9 @@ void layernorm(const at::Tensor& x, const at::Tensor& g, const at::Tensor& b, do
     TORCH_CHECK(g.scalar_type() == x.scalar_type() && g.numel() == x.size(1) && b.scalar_type() == x.scalar_type() &&
                     b.numel() == x.size(1),
                 "layernorm: weight and bias must be ", x.size(1), " elements of x's dtype");
-    TORCH_CHECK(variant >= hk::WELFORD && variant <= hk::NAIVE,
+    TORCH_CHECK(variant >= hk::WELFORD && variant <= hk::UNSAFE,
                 "layernorm: variant must be 0 (welford), 1 (two_pass) or "
-                "2 (naive), got ", variant);
+                "2 (unsafe), got ", variant);
     const int64_t rows = x.size(0), cols = x.size(1);
     HK_DISPATCH(x.scalar_type(), "layernorm", [&] {
         hk::check_rows(rows, cols, group, threads, packs, trip, hk::Pack<scalar_t>::N, "layernorm");
@@ -38,7 +38,7 @@ void layernorm(const at::Tensor& x, const at::Tensor& g, const at::Tensor& b, do
             HK_DISPATCH_WHOLE(hk::whole_rows(cols, hk::Pack<scalar_t>::N, {xp, gp, bp, yp}), [&] {
                 if (variant == hk::WELFORD) run(hk::layernorm_rows<scalar_t, P, TRIP, hk::WELFORD, W>);
                 else if (variant == hk::TWO_PASS) run(hk::layernorm_rows<scalar_t, P, TRIP, hk::TWO_PASS, W>);
-                else run(hk::layernorm_rows<scalar_t, P, TRIP, hk::NAIVE, W>);
+                else run(hk::layernorm_rows<scalar_t, P, TRIP, hk::UNSAFE, W>);
             });
             C10_CUDA_KERNEL_LAUNCH_CHECK();
         });

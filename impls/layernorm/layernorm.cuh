@@ -6,7 +6,7 @@
 //             same way in the shuffle tree; then x again to normalise.
 //   two_pass: the mean, then the sum of (x - mean)², then the output: x read three times
 //             unless on chip.
-//   naive:    sum(x) and sum(x²) in one pass, var = E[x²] - E[x]²: cancels when |mean| >> std.
+//   unsafe:   sum(x) and sum(x²) in one pass, var = E[x²] - E[x]²: cancels when |mean| >> std.
 //             A negative control: the large_mean inputs must make it fail.
 //
 // Device code only (device.cuh says why): layernorm.cu launches these kernels, and so do CuPy's raw
@@ -48,7 +48,7 @@ struct AddPair {
     __device__ __forceinline__ SumPair operator()(SumPair a, SumPair b) const { return {a.s + b.s, a.q + b.q}; }
 };
 
-enum LayernormVariant { WELFORD = 0, TWO_PASS = 1, NAIVE = 2 };
+enum LayernormVariant { WELFORD = 0, TWO_PASS = 1, UNSAFE = 2 };
 
 template <typename T, int P, int TRIP, int V, bool W>
 __global__ void __launch_bounds__(max_threads(P)) layernorm_rows(const T* __restrict__ x, const T* __restrict__ g, const T* __restrict__ b,

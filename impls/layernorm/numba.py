@@ -6,7 +6,7 @@ read once), else read again (from L2); 2·R·H·s + 2·H·s bytes.
             the thread's running state, the states merged across the group (Chan et al.): one pass for
             the statistics, one division per step, not per element.
   two_pass: the mean, then sum((x - mean)²).
-  naive:    E[x²] - E[x]² in one pass: the negative control the large_mean inputs must fail.
+  unsafe:   E[x²] - E[x]² in one pass: the negative control the large_mean inputs must fail.
 The group (and so the bits) is tuned per row length and dtype."""
 import numpy as np
 from numba import cuda, float32, int64, uint32
@@ -20,8 +20,8 @@ from impls._frameworks._launch import scratch
 from impls._frameworks.numba.rows import (CHUNKS, KEEPS, MAX_CHUNK, STEP_MAX, STEP_WORDS, launch,
                                           row_launcher)
 
-WELFORD, TWO_PASS, NAIVE = 0, 1, 2
-VARIANTS = {"welford": WELFORD, "two_pass": TWO_PASS, "naive": NAIVE}
+WELFORD, TWO_PASS, UNSAFE = 0, 1, 2
+VARIANTS = {"welford": WELFORD, "two_pass": TWO_PASS, "unsafe": UNSAFE}
 
 
 @inlined
@@ -34,7 +34,7 @@ def _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, e
     out = cuda.local.array(MAX_CHUNK, float32)
     lane, n, start, chunks, base, x_wide, x_word = row_setup(x, xp, cache, group, rows, cols)
     span = width(x)
-    n_, mean, m2 = float32(0), float32(0), float32(0)     # naive: -, sum, sum of squares
+    n_, mean, m2 = float32(0), float32(0), float32(0)     # unsafe: -, sum, sum of squares
     k = lane
     while k < chunks:
         load_step(words, x, xw, x_wide, x_word, start, k, group, n, float32(0), whole)
@@ -55,7 +55,7 @@ def _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, e
                     deviation = values[u] - step_mean
                     step_m2 += deviation * deviation
             n_, mean, m2 = welford_merge(n_, mean, m2, float32(count), step_mean, step_m2)
-        elif algorithm == NAIVE:
+        elif algorithm == UNSAFE:
             mean += step_sum
             for u in range(step_values(x)):
                 m2 += values[u] * values[u]
@@ -67,7 +67,7 @@ def _layernorm(x, xw, xp, weight, ww, wp, bias, bw, bp, y, yw, yp, rows, cols, e
     if algorithm == WELFORD:
         n_, mean, m2 = group_welford(n_, mean, m2, group)
         variance = m2 / float32(cols)
-    elif algorithm == NAIVE:
+    elif algorithm == UNSAFE:
         mean = group_sum(mean, group) / float32(cols)
         variance = group_sum(m2, group) / float32(cols) - mean * mean
     else:

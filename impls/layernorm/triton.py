@@ -1,5 +1,10 @@
 """Triton LayerNorm: y = (x - mean) · rsqrt(var + eps) · g + b, statistics in fp32.
 
+  naive     the tutorial's form (05-layer-norm, with the row in registers): a row per
+            program in one block of next_power_of_2(cols); the mean, then the variance as
+            the sum of (x - mean)² over the same registers; launch by a fixed rule
+            (impls/_frameworks/triton/naive.py), rows up to 32768. The tuned kernel:
+
 Bytes: read x, g, b; write y. Rows of up to 32768 elements stay in registers (x read
 once), in tiles of ROWS rows per program step (as the Triton rmsnorm); longer rows (or any,
 when the tuner finds it faster) take a column loop that keeps the row in L2 (evict_last)
@@ -13,7 +18,7 @@ and reads it again from there to normalise (evict_first).
             Welford update over the tiles. Stable for any mean.
   two_pass  mean first, then the sum of (x - mean)²: stable; in the column loop x is read
             three times (mean, variance, output).
-  naive     E[x²] - E[x]² from one pass: the sums are large when |mean| >> std and their
+  unsafe    E[x²] - E[x]² from one pass: the sums are large when |mean| >> std and their
             difference loses every digit. The NEGATIVE CONTROL: it must fail 'large_mean'.
 """
 import torch
@@ -24,7 +29,23 @@ from harness.registry import impl
 from impls._frameworks.triton.device import (first_pass, first_tile, load_columns_raw, load_tile,
                                             row_sums, span_offsets, store_tile, tile_input, tile_mask, tile_offsets)
 from impls._frameworks.triton.launch import configured
+from impls._frameworks.triton.naive import row_per_program
 from impls._frameworks.triton.rows import ROW_OPTIONS, row_block, row_choice, row_config, row_launcher
+
+
+@triton.jit
+def _layernorm_naive(x_ptr, g_ptr, b_ptr, y_ptr, cols, eps, BLOCK: tl.constexpr):
+    """Read a row (H elements), g and b (H each, from L2 after the first rows), write H."""
+    row = tl.program_id(0).to(tl.int64)
+    c = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * cols + c, mask=c < cols, other=0.0).to(tl.float32)
+    mean = tl.sum(x, 0) / cols
+    x_minus_mean = tl.where(c < cols, x - mean, 0.0)
+    rstd = 1.0 / tl.sqrt(tl.sum(x_minus_mean * x_minus_mean, 0) / cols + eps)
+    g = tl.load(g_ptr + c, mask=c < cols, other=0.0).to(tl.float32)
+    b = tl.load(b_ptr + c, mask=c < cols, other=0.0).to(tl.float32)
+    y = x_minus_mean * rstd * g + b
+    tl.store(y_ptr + row * cols + c, y.to(y_ptr.dtype.element_ty), mask=c < cols)
 
 
 @triton.jit
@@ -181,7 +202,7 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
                EVEN: tl.constexpr, GROUP: tl.constexpr, PREFETCH: tl.constexpr, EARLY: tl.constexpr,
                SPAN: tl.constexpr, PERSISTENT: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr,
                ORDERED: tl.constexpr = False, FOLD: tl.constexpr = 0):
-    """VARIANT 0: welford, 1: two_pass, 2: naive. PREFETCH, EARLY and ORDERED as in the rmsnorm.
+    """VARIANT 0: welford, 1: two_pass, 2: unsafe. PREFETCH, EARLY and ORDERED as in the rmsnorm.
     SPAN (looped rows): a static bound for the column loops, as in the rmsnorm; with EARLY
     there, g and b are loaded whole before the first pass and the output pass takes the row
     in one step (on the H200 the tuner takes it for small batches: 2048-column tiles for
@@ -207,7 +228,7 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
             _looped_row(x_ptr, g_ptr, b_ptr, y_ptr, pid, cols, eps, VARIANT, BLOCK, EARLY, SPAN, STORE, ORDERED)
 
 
-VARIANTS = {"welford": 0, "two_pass": 1, "naive": 2}
+VARIANTS = {"welford": 0, "two_pass": 1, "unsafe": 2}
 OPTIONS = (*ROW_OPTIONS, "looped_early", "predicated")   # the switches an on-chip row's config may take
 
 
@@ -230,7 +251,7 @@ def layernorm_launcher(x, weight, bias, eps, out, variant: str):
         return xs, weight, bias, torch.empty_like(xs)
 
     # The negative control runs the two-pass kernel's config: its speed is not the point.
-    tuned_as = VARIANTS["two_pass"] if code == VARIANTS["naive"] else code
+    tuned_as = VARIANTS["two_pass"] if code == VARIANTS["unsafe"] else code
     cfg = row_choice(("layernorm", "two_pass" if tuned_as == VARIANTS["two_pass"] else variant), rows, cols, block,
                      on_chip, x.dtype, x.device, scratch, lambda cfg, args, n: bind(cfg, args, n, tuned_as),
                      options=OPTIONS if on_chip else ())
@@ -238,6 +259,11 @@ def layernorm_launcher(x, weight, bias, eps, out, variant: str):
     if tuned_as != code:
         config["tuned_as"] = "two_pass"
     return configured(bind(cfg, (x, weight, bias, out), rows), config)
+
+@impl("layernorm", "triton", variant="naive")
+def bind_naive(x, weight, bias, eps, out):
+    return row_per_program(_layernorm_naive, "layernorm", x, out, weight, bias, out, x.shape[1], eps)
+
 
 @impl("layernorm", "triton", variant="welford")
 def bind_welford(x, weight, bias, eps, out):
@@ -249,6 +275,6 @@ def bind_two_pass(x, weight, bias, eps, out):
     return layernorm_launcher(x, weight, bias, eps, out, "two_pass")
 
 
-@impl("layernorm", "triton", variant="naive")
-def bind_naive(x, weight, bias, eps, out):
-    return layernorm_launcher(x, weight, bias, eps, out, "naive")
+@impl("layernorm", "triton", variant="unsafe")
+def bind_unsafe(x, weight, bias, eps, out):
+    return layernorm_launcher(x, weight, bias, eps, out, "unsafe")

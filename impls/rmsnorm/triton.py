@@ -1,5 +1,9 @@
 """Triton RMSNorm: y = x · rsqrt(mean(x²) + eps) · g, statistics in fp32.
 
+naive: the tutorial's form, a row per program in one block of next_power_of_2(cols): read
+x and g, write y, by a fixed launch rule (impls/_frameworks/triton/naive.py), rows up to
+32768. The tuned kernel (variant '-'), below:
+
 Bytes: read x (R·H·s) and g (H·s), write y (R·H·s). A row of up to 32768 elements is
 loaded once into registers: the sum of squares and the scaling both come from there, so
 x is read exactly once. Each program step takes a tile of ROWS rows (several short rows
@@ -20,11 +24,23 @@ from harness.registry import impl
 from impls._frameworks.triton.device import (first_tile, load_columns_raw, load_tile, span_offsets,
                                             store_tile, sum_of_squares, tile_input, tile_offsets)
 from impls._frameworks.triton.launch import configured
+from impls._frameworks.triton.naive import row_per_program
 from impls._frameworks.triton.rows import (BATCH_ARGS, ROW_OPTIONS, row_block, row_choice, row_config,
                                           row_launcher)
 
 
 OPTIONS = (*ROW_OPTIONS, "looped_early")   # the switches an on-chip row's config may take
+
+
+@triton.jit
+def _rmsnorm_naive(x_ptr, g_ptr, y_ptr, cols, eps, BLOCK: tl.constexpr):
+    """Read a row (H elements) and g (H, from L2 after the first rows), write H."""
+    row = tl.program_id(0).to(tl.int64)
+    c = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * cols + c, mask=c < cols, other=0.0).to(tl.float32)
+    g = tl.load(g_ptr + c, mask=c < cols, other=0.0).to(tl.float32)
+    inv_rms = 1.0 / tl.sqrt(tl.sum(x * x, 0) / cols + eps)
+    tl.store(y_ptr + row * cols + c, (x * inv_rms * g).to(y_ptr.dtype.element_ty), mask=c < cols)
 
 
 @triton.jit
@@ -128,6 +144,11 @@ def rmsnorm_launcher(x, weight, eps, out):
     cfg = row_choice(("rmsnorm", "-"), rows, cols, block, on_chip, x.dtype, x.device, scratch, bind,
                      options=OPTIONS if on_chip else ())
     return configured(bind(cfg, (x, weight, out), rows), row_config(cfg, block, on_chip))
+
+
+@impl("rmsnorm", "triton", variant="naive")
+def bind_naive(x, weight, eps, out):
+    return row_per_program(_rmsnorm_naive, "rmsnorm", x, out, weight, out, x.shape[1], eps)
 
 
 @impl("rmsnorm", "triton")

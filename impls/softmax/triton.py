@@ -1,4 +1,8 @@
-"""Triton softmax, three ways. Compulsory bytes 2·R·C·s; what differs is how often x is read.
+"""Triton softmax, four ways. Compulsory bytes 2·R·C·s; what differs is how often x is read.
+
+  naive       the tutorial's kernel (02-fused-softmax): a row per program in one block of
+              next_power_of_2(cols), read once, written once; launch by a fixed rule
+              (impls/_frameworks/triton/naive.py), rows up to 32768.
 
   on_chip     the row (up to 32768 elements) is loaded once into registers: max, exp, sum
               and the scaling all come from there. 2 accesses per element: the roof.
@@ -22,9 +26,22 @@ import triton.language as tl
 from harness.registry import impl
 from impls._frameworks.triton.device import load_row, store_row
 from impls._frameworks.triton.launch import configured
+from impls._frameworks.triton.naive import row_per_program
 from impls._frameworks.triton.rows import ROW_TILE, row_block, row_choice, row_launcher
 
 _NEG_INF = tl.constexpr(float("-inf"))
+
+
+@triton.jit
+def _softmax_naive(x_ptr, y_ptr, cols, BLOCK: tl.constexpr):
+    """Read a row (C elements), write its softmax (C elements): 2·C·s bytes per program."""
+    row = tl.program_id(0).to(tl.int64)
+    c = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * cols + c, mask=c < cols, other=float("-inf")).to(tl.float32)
+    row_minus_max = x - tl.max(x, 0)          # past the row: -inf - max = -inf, exp 0
+    numerator = tl.exp(row_minus_max)
+    softmax = numerator / tl.sum(numerator, 0)
+    tl.store(y_ptr + row * cols + c, softmax.to(y_ptr.dtype.element_ty), mask=c < cols)
 
 
 @triton.jit
@@ -131,6 +148,11 @@ def softmax_launcher(x, out, variant: str):
     if note:
         config["note"] = note
     return configured(bind(cfg, (x, out), rows), config)
+
+
+@impl("softmax", "triton", variant="naive")
+def bind_naive(x, out):
+    return row_per_program(_softmax_naive, "softmax", x, out, out, x.shape[1])
 
 
 @impl("softmax", "triton", variant="on_chip")

@@ -3,7 +3,7 @@
 - ``idiomatic``: the op as a CuPy user writes it: ``cupy.copyto``, ``cupy.sum``/``cupy.max``
   (CuPy's CUB-backed device reductions where CuPy can read the dtype), and ElementwiseKernel
   and ReductionKernel (idiomatic.py) for the rest: a row op's statistics as a ReductionKernel
-  over the rows, then an ElementwiseKernel that broadcasts them. LayerNorm's ``naive``
+  over the rows, then an ElementwiseKernel that broadcasts them. LayerNorm's ``unsafe``
   negative control is written this way too.
 - the catalogue's variant names (``two_pass``, ``atomic``, ``three_pass``, ``online``,
   ``on_chip``, ``welford``, ``fused``, ``unfused``) and ``raw`` (ops with no variants): the CUDA
