@@ -80,7 +80,7 @@ def first_run_table(rows: list[dict]) -> list[str]:
     cut = cut_in["cold"] or cut_in["warm"]
     if untracked:
         lines += ["", "MLflow `off`: the run logged to no MLflow store (`tracking=none`: MLflow was not installed "
-                  "where it ran); the default, a local sqlite store, adds its logging to each case (README, MLflow)."]
+                  "where it ran); the default, a local sqlite store, adds its logging to each case (docs/mlflow.md)."]
     if cut:
         lines += ["", "`+`: cut by its time limit (a lower bound)."]
     return lines
