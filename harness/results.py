@@ -17,6 +17,10 @@ each cell the case's median time, GB/s and % of roof, and its status where it di
 took cold and warm) are kept beside the cases, the latest per (GPU, op, phase), and the page
 shows them in a table of their own, the ops summed.
 
+Each page opens with where things stand (harness.standing). Without files, every page is
+made again from its JSONL as it is; ``--readme README.md`` then rewrites the README's block
+of the same table, a column group per GPU page.
+
 A CPU's records (eager on a CPU, a framework's interpreter) are left out: they claim no
 bandwidth to put beside a GPU's. Exit 2 for a missing or unreadable file, or when the
 files hold no GPU record.
@@ -32,7 +36,7 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from harness import pivot
+from harness import pivot, standing
 from harness.reader import BadInput, first_runs, latest_first_runs, read
 from harness.record import Record, latest, measured_something
 from harness.sinks import console, jsonl
@@ -76,7 +80,7 @@ def first_run_table(rows: list[dict]) -> list[str]:
     cut = cut_in["cold"] or cut_in["warm"]
     if untracked:
         lines += ["", "MLflow `off`: the run logged to no MLflow store (`tracking=none`: MLflow was not installed "
-                  "where it ran); the default, a local sqlite store, adds its logging to each case (README, MLflow)."]
+                  "where it ran); the default, a local sqlite store, adds its logging to each case (docs/mlflow.md)."]
     if cut:
         lines += ["", "`+`: cut by its time limit (a lower bound)."]
     return lines
@@ -107,13 +111,6 @@ def order(r: Record) -> tuple:
 
 
 # --- the page --------------------------------------------------------------------------
-
-def _role(r: Record) -> str:
-    if r.role:
-        return r.role
-    from harness.registry import role_of   # records from before the field: the framework declares it
-    return role_of(r.impl)
-
 
 def _cell(r: Record | None) -> str:
     """``125 us · 4291 (100%)``; a status beside it where the case did not pass; the status
@@ -208,19 +205,21 @@ def page(gpu: str, records: list[Record], data_name: str, first_runs: list[dict]
              "measured on this GPU model. To add a run, `harness-results <run folder>/results.jsonl`: the cases it "
              "measured replace their records here, the others stay.", ""]
     if records:
-        lines += [*_provenance(gpu, records), ""]
+        lines += ["## Where things stand", "", *standing.page_table(records), ""]
     if first_runs:
         lines += ["## First runs", "",
                   "`harness op=OP impl=all` (default sweep), timed by `devtools/first-run`: cold with a fresh "
                   "`HARNESS_CACHE` (the roof measured, every kernel built), warm "
                   "with the same cache again.", "", *first_run_table(first_runs), ""]
+    if records:
+        lines += ["## Measured on", "", *_provenance(gpu, records), ""]
     lines += [LEGEND]
     groups: dict[tuple[str, str], list[Record]] = defaultdict(list)
     for r in records:
         groups[(r.op, r.dtype)].append(r)
     for (op, dtype), recs in sorted(groups.items()):
         table = pivot.grid(recs)
-        roles = {pivot.label(r): _role(r) for r in recs}
+        roles = {pivot.label(r): standing.role(r) for r in recs}
         lines += ["", f"## {op} · {dtype} · {_heading_roof(recs)}", "",
                   "| impl | role | " + " | ".join(table.shapes) + " |",
                   "|:--|:--|" + "--:|" * len(table.shapes)]
@@ -265,13 +264,37 @@ def publish(gpu: str, new: list[Record], folder: Path, new_first_runs: list[dict
                if kept_back else ""))
 
 
+def regenerate(folder: Path) -> list[str]:
+    """Each GPU's page made again from its JSONL as it is (the JSONL is not rewritten); what
+    was done, in words."""
+    done = []
+    for data in sorted(folder.glob("*.jsonl")):
+        records, rows = read(data, cut_ok=False)
+        gpus = {gpu_of(r) for r in records} - {None} or {row["gpu"] for row in first_runs(rows)}
+        if len(gpus) != 1:
+            raise BadInput(f"{data}: records of {len(gpus)} GPU models ({', '.join(sorted(gpus))}); a page holds one")
+        md = data.with_suffix(".md")
+        _write(md, page(gpus.pop(), records, data.name, latest_first_runs(first_runs(rows))))
+        done.append(f"{md} regenerated from {data.name}")
+    if not done:
+        raise BadInput(f"{folder} holds no <gpu>.jsonl to make a page from; name results files to publish")
+    return done
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="harness-results", description=__doc__.split("\n\n")[0])
-    ap.add_argument("files", nargs="+", type=Path, help="results.jsonl files (the latest record of a case wins)")
+    ap.add_argument("files", nargs="*", type=Path,
+                    help="results.jsonl files (the latest record of a case wins); none: every page in --dir is "
+                         "made again from its JSONL")
     ap.add_argument("--dir", type=Path, default=Path("docs/results"),
                     help="the folder of the pages and their JSONL, one of each per GPU (default: docs/results)")
+    ap.add_argument("--readme", type=Path, metavar="README.md",
+                    help="then rewrite the block 'where things stand' of this file from every page in --dir")
     args = ap.parse_args(argv)
     try:
+        if not args.files:
+            for line in regenerate(args.dir):
+                print(f"harness-results: {line}")
         records, others, first, unplaced_runs = [], 0, defaultdict(list), []
         for path in args.files:
             found, skipped = read(path)
@@ -298,12 +321,16 @@ def main(argv: list[str] | None = None) -> int:
         if unplaced:
             print(f"harness-results: left out {len(unplaced)} records that name no GPU (a run interrupted "
                   f"leaves its unfinished cases without one), e.g. {unplaced[0].case_label}: {unplaced[0].reason}")
-        if not by_gpu and not first:
+        if not by_gpu and not first and args.files:
             what = "records" if records else "case records"
             raise BadInput(f"no GPU measurements to publish: the files hold {len(records)} {what}"
                            + (f", {len(cpu)} of them from a CPU; run the harness on a GPU" if cpu else ""))
         for gpu in sorted(set(by_gpu) | set(first)):
             print(f"harness-results: {publish(gpu, by_gpu.get(gpu, []), args.dir, first.get(gpu, []))}")
+        if args.readme:
+            changed = standing.rewrite_readme(args.readme, args.dir)
+            print(f"harness-results: {args.readme}: where things stand "
+                  f"{'regenerated' if changed else 'already as the pages say'}")
     except (BadInput, jsonl.BadResults) as e:
         print(f"harness-results: {e}", file=sys.stderr)
         return 2

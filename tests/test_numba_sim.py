@@ -7,7 +7,7 @@ hardware's definition; bf16's bit conversions against torch's.
 The simulator runs a Python thread per CUDA thread, so the sizes are small: large enough for
 every path of the kernels (one thread a row, part of a warp, several warps; grid-stride steps
 and a ragged tail), no larger. sum's 2^25-term input set is out of its reach (the GPU tests
-run it); what the simulator does not check at all is listed in the README (Numba)."""
+run it); what the simulator does not check at all is listed in docs/frameworks/numba.md."""
 import subprocess
 import sys
 from pathlib import Path

@@ -149,8 +149,9 @@ def test_the_page_opens_with_the_roof_the_peak_and_the_provenance(tmp_path):
         case("triton", (16, 4096), 50.0),
         case("triton", (32768, 4096), 4250.0, roof=4290.0, run="run-2", gpu=later, when="2026-12-03T09:00:00+00:00")])
     assert results.main([str(f), "--dir", str(out)]) == 0
-    head = (out / "h200.md").read_text().split("\n## ")[0]
-    assert head.startswith("# NVIDIA H200\n")
+    page = (out / "h200.md").read_text()
+    assert page.startswith("# NVIDIA H200\n")
+    head = page.split("\n## Measured on\n")[1].split("\n## ")[0]
     assert "**Roof**: copy 4270 GB/s (the median of 2 runs, from 4250 to 4290), set by copy_ (2 runs)" in head
     assert "**Datasheet peak**: 4800 GB/s" in head
     assert "NVIDIA H200, 2 of them (by gpu_uuid); driver 580.159.04; CUDA 13.0" in head
