@@ -100,6 +100,25 @@ def test_a_measured_mix_is_the_roof_of_its_mix_and_bounds_the_others():
     assert r.set_by(100, 100) == ["copy by copy_"] and r.set_by(100, 300) == ["copy by copy_"]
 
 
+def test_a_case_moving_less_than_the_roofs_buffers_takes_the_roof_of_its_size():
+    """A copy of 1 GiB buffers (2 GiB moved) at 4000 GB/s, one of L2-sized 64 MiB buffers
+    (128 MiB moved) at 4200: up to the L2's worth of writes stay in the L2 after one launch, so
+    a case moving 128 MiB streams faster than the roof timed moving 2 GiB (RMSNorm fp32
+    4096x4096 on the H100: 102.8% of it). Between the two sizes the roof follows the size
+    (time per byte linear in log bytes); a kind whose near kernels ran slower keeps its roof."""
+    r = dataclasses.replace(roof(), measured_bytes=1 << 30, copy_kernel="copy_", read_kernel="torch.sum",
+                            near={"bytes": 64 << 20, "copy": [4200.0, "stream copy"], "read": [4300.0, "torch.sum"]})
+    assert r.for_mix(64 << 20, 64 << 20) == (pytest.approx(4200), "copy")
+    assert r.for_mix(16 << 20, 16 << 20) == (pytest.approx(4200), "copy")        # smaller: the near one
+    assert r.for_mix(1 << 30, 1 << 30) == (pytest.approx(4000), "copy")
+    half = r.for_mix(256 << 20, 256 << 20)[0]   # 512 MiB moved: halfway from 128 MiB to 2 GiB in log
+    assert half == pytest.approx(1 / ((1 / 4200 + 1 / 4000) / 2))
+    assert r.set_by(256 << 20, 256 << 20) == ["copy by copy_", "copy near the L2 by stream copy (64 MiB)"]
+    assert r.set_by(1 << 30, 1 << 30) == ["copy by copy_"]
+    assert r.for_mix(64 << 20, 0) == (pytest.approx(4400), "read")   # near read slower: the large one's
+    assert r.for_mix(64 << 20, 64 << 20, sustained=True) == (None, "")   # the sustained roof: not by size
+
+
 @pytest.mark.parametrize("name,gbps", [("NVIDIA H200", 4800), ("NVIDIA H100 80GB HBM3", 3350),
                                        ("NVIDIA H100 PCIe", 2000), ("NVIDIA A100-SXM4-80GB", 2039),
                                        ("NVIDIA L40S", 864), ("cpu", None)])
@@ -139,17 +158,19 @@ def test_the_sustained_roof_follows_the_mix_from_its_own_timings():
 
 
 def test_a_cached_gpu_roof_without_sustained_timings_is_measured_again(tmp_path, monkeypatch):
-    """A roof kept before sustained timing (or the mix's kernels) existed would leave every GPU
-    record without its sustained % of roof (or the mix's roof) until the cache aged out: it
-    counts as a miss."""
+    """A roof kept before sustained timing (or the mix's kernels, or the kernels timed near the
+    L2) existed would leave every GPU record without its sustained % of roof (or the mix's roof,
+    or the roof of its size) until the cache aged out: it counts as a miss."""
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
     prov, dev = {"gpu_name": "GPU", "gpu_uuid": "u", "driver": "d"}, torch.device("cuda")
     old = roof()
     (tmp_path / "roofs.json").write_text(json.dumps({roofline.device_key(dev, prov): {
         **dataclasses.asdict(old), "measured_at": time.time()}}))
     measured = []
+    monkeypatch.setattr(roofline, "near_bytes", lambda device: 64 << 20)
     monkeypatch.setattr(roofline, "measure", lambda *a: measured.append(1)
-                        or dataclasses.replace(sustained_roof(), measured_at=time.time()))
+                        or dataclasses.replace(sustained_roof(), measured_at=time.time(),
+                                               near={"bytes": 64 << 20, "copy": [4100.0, "copy_"]}))
     got = roofline.get(dev, None, prov, 1, 3600, True, TimingBudget())
     assert measured and got.source == "measured" and got.copy_sustained_gbps == 3800
     again = roofline.get(dev, None, prov, 1, 3600, True, TimingBudget())
