@@ -12,13 +12,14 @@ from pathlib import Path
 import torch
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGES = ("torch", "triton", "cupy-cuda13x", "cupy-cuda12x", "cupy", "numba", "numba-cuda",
-            "liger-kernel", "hydra-core", "omegaconf", "mlflow", "numpy")
+# The harness's own; each framework names its packages (Framework.packages).
+PACKAGES = ("torch", "hydra-core", "omegaconf", "mlflow", "numpy")
 
 
 def _versions() -> dict[str, str]:
+    from harness import registry
     found = {}
-    for name in PACKAGES:
+    for name in (*PACKAGES, *(p for fw in registry.frameworks().values() for p in fw.packages)):
         try:
             found[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:

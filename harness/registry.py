@@ -145,6 +145,9 @@ class Framework:
     # checks each value and hands it to the plumbing, and to worker processes, through the
     # environment variable.
     config_settings: ClassVar[dict[str, tuple[str, tuple[str, ...]]]] = {}
+    # The distributions whose versions a record's provenance names (the first installed of
+    # alternatives is the one found).
+    packages: ClassVar[tuple[str, ...]] = ()
     _registry: ClassVar[dict[str, "Framework"]] = {}
 
     def __init_subclass__(cls, **kw):

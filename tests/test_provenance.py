@@ -39,3 +39,15 @@ def test_a_checkout_without_git_names_no_tree(tmp_path, monkeypatch):
     monkeypatch.delenv("HARNESS_GIT_TREE", raising=False)
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
     assert provenance.source_tree() is None
+
+
+def test_a_record_names_the_versions_of_the_packages_each_framework_declares(monkeypatch):
+    """The package list was the harness's own, naming every framework's; now each framework
+    declares its packages (Framework.packages), a plugin's too."""
+    from types import SimpleNamespace
+
+    from harness import registry
+    monkeypatch.setattr(registry, "frameworks", lambda: {"plugin": SimpleNamespace(packages=("pytest",))})
+    versions = provenance._versions()
+    assert "pytest" in versions and "torch" in versions
+    assert "triton" not in versions   # no framework here declares it

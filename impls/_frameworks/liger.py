@@ -9,6 +9,7 @@ INSTALL = "optional: pip install liger-kernel"
 
 class Liger(Framework):
     name = "liger"
+    packages = ("liger-kernel",)
 
     def unusable(self, device):
         # Found, not imported: its import takes seconds and only the case process needs it

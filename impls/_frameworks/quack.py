@@ -8,6 +8,7 @@ from harness.registry import Framework
 
 class Quack(Framework):
     name = "quack"
+    packages = ("quack-kernels",)
 
     def unusable(self, device):
         if device.type != "cuda":

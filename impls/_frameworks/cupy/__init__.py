@@ -25,6 +25,7 @@ from harness.registry import OURS, Framework
 class CuPy(Framework):
     name = "cupy"
     role = OURS
+    packages = ("cupy-cuda13x", "cupy-cuda12x", "cupy")
 
     def unusable(self, device):
         if device.type != "cuda":

@@ -22,6 +22,7 @@ SIM_ENV = "NUMBA_ENABLE_CUDASIM"
 class Numba(Framework):
     name = "numba"
     role = OURS
+    packages = ("numba", "numba-cuda")
 
     def prepare(self, device):
         # Read when numba.cuda is first imported: set before the impl modules are imported.

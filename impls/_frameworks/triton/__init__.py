@@ -19,6 +19,7 @@ from harness.registry import OURS, Framework
 class Triton(Framework):
     name = "triton"
     role = OURS
+    packages = ("triton",)
 
     def prepare(self, device):
         # Read by @triton.jit when the impl modules are imported: set it before that.
