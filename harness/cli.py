@@ -79,7 +79,7 @@ def run(cfg: DictConfig) -> int:
     the_plan = planning.build(cfg, device)
     provenance.pin_source_tree()   # once, for every worker: the sources as the run began
     if problem := roofline.cache_unwritable():
-        print(f"harness: HARNESS_CACHE: {problem}: nothing is kept there (the roof and the tuner's choices are "
+        print(f"harness: HARNESS_CACHE: {problem}: nothing is kept there (the roof is "
               "measured again each run, builds that write there fail); set HARNESS_CACHE to a writable folder",
               file=sys.stderr)
     planning.warm(the_plan, registry.frameworks())
