@@ -7,7 +7,10 @@ Python and never types them, so this is what checks in CI that Numba can compile
 libnvvm and libdevice (a CUDA toolkit) and NVRTC (pip nvidia-cuda-nvrtc).
 ``python tests/numba_compile.py --gpu``: on a GPU, compile and load each one through its
 dispatcher, as a bind does (from the disk cache in $HARNESS_CACHE/numba when it is there):
-prints the seconds and the cache's hits and misses (run it twice: cold, then warm from the cache)."""
+prints the seconds and the cache's hits and misses (run it twice: cold, then warm from the cache).
+``python tests/numba_compile.py --ptx DIR``: also writes each kernel's PTX to DIR/<kernel and type>.ptx,
+to diff the compiled code of two trees (a change that only moves code leaves every file the same);
+with ``--all``, every row kernel of every type, as --gpu loads them, not the CPU's subset."""
 import os
 import sys
 import time
@@ -15,6 +18,8 @@ import traceback
 from pathlib import Path
 
 ON_GPU = "--gpu" in sys.argv
+EVERY = ON_GPU or "--all" in sys.argv
+PTX_DIR = Path(sys.argv[sys.argv.index("--ptx") + 1]) if "--ptx" in sys.argv[:-1] else None
 os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 ARCH = (9, 0)
@@ -79,7 +84,7 @@ def signatures():
                    *((f"layernorm {layernorm.NAMES[a]}", {k[1:]: v for k, v in layernorm.KERNELS.items() if k[0] == a},
                       4, "float32, int64") for a in layernorm.NAMES)]
         for label, kernels, tensors, tail in rows_of:
-            wanted = [(whole, keep) for whole, keep in kernels if ON_GPU
+            wanted = [(whole, keep) for whole, keep in kernels if EVERY
                       or ((t == "float32" or label in SIXTEEN_BIT) and (whole or keep == min(k for ww, k in kernels
                                                                                            if not ww)))]
             for whole, keep in wanted:
@@ -115,6 +120,9 @@ def main() -> int:
         try:
             ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=ARCH)
             local = "local" if ".local" in ptx else "registers"
+            if PTX_DIR is not None:
+                PTX_DIR.mkdir(parents=True, exist_ok=True)
+                (PTX_DIR / f"{name.replace(' ', '_')}.ptx").write_text(ptx)
             print(f"ok    {name:24s} {time.perf_counter() - started:5.1f} s  {len(ptx):7d} chars of PTX, "
                   f"unrolled values in {local}")
         except Exception:  # noqa: BLE001 - report every kernel, then fail
