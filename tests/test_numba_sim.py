@@ -166,7 +166,8 @@ def test_simulated_shuffles_are_the_hardware_s():
 def test_bf16_bits_convert_as_torch_converts():
     """Every bf16 bit pattern to fp32 exactly; fp32 to bf16 rounded to nearest even (ties
     both ways, the carry into the exponent, ±inf, overflow to inf, subnormals), NaN kept NaN."""
-    from impls._frameworks.numba.device import bf16_to_f32, f32_to_bf16
+    from impls._frameworks.numba.device import bf16_to_f32
+    from impls._frameworks.numba.primitives import f32_to_bf16
     bits = np.arange(-32768, 32768, dtype=np.int16)
     want = torch.from_numpy(bits.copy()).view(torch.bfloat16).float().numpy()
     got = np.array([bf16_to_f32(b) for b in bits], dtype=np.float32)

@@ -12,7 +12,8 @@ import numpy as np
 from numba import cuda, float32, int64, uint32
 
 from harness.registry import impl
-from impls._frameworks.numba.device import group_sum, group_welford, inlined, rsqrt, welford_merge
+from impls._frameworks.numba.groups import group_sum, group_welford, welford_merge
+from impls._frameworks.numba.primitives import inlined, rsqrt
 from impls._frameworks.numba.rowchunks import (CACHED, KEPT, cache_step, chunk_words, in_row, load_step, put_chunk,
                                                refetch_step, row_setup, row_words, step_of, step_value, step_values,
                                                value_of, width)

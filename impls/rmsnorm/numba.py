@@ -9,7 +9,8 @@ from numba import cuda, float32, uint32
 
 from harness.registry import impl
 from impls._frameworks._launch import scratch
-from impls._frameworks.numba.device import group_sum, inlined, rsqrt
+from impls._frameworks.numba.groups import group_sum
+from impls._frameworks.numba.primitives import inlined, rsqrt
 from impls._frameworks.numba.rowchunks import (CACHED, KEPT, cache_step, chunk_words, load_step, put_chunk,
                                                refetch_step, row_setup, row_words, step_of, step_value, step_values,
                                                value_of, width)

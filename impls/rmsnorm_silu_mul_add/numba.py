@@ -11,8 +11,9 @@ from numba import cuda, float32, uint32
 
 from harness.registry import impl
 from impls._frameworks._launch import configured, scratch
-from impls._frameworks.numba.device import (CHUNK, chunk_load, chunk_store, end_element, flat_span, inlined, load,
-                                            per_word, row_silu, silu, store)
+from impls._frameworks.numba.device import (CHUNK, chunk_load, chunk_store, end_element, flat_span, load, per_word, row_silu,
+                                            silu, store)
+from impls._frameworks.numba.primitives import inlined
 from impls._frameworks.numba.launch import CHUNKS as FLAT_CHUNKS
 from impls._frameworks.numba.launch import blocks_for, chosen, with_grid
 from impls._frameworks.numba.rowchunks import (CACHED, KEPT, chunk_words, put_chunk, refetch_step, row_setup,

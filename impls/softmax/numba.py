@@ -6,7 +6,7 @@ the hardware's ex2, for 16-bit outputs shifted by 2^64, which the row's sum canc
   three_pass: max, sum of exp(x - max), output: x read three times (the later reads mostly
               from L2).
   online:     the (max, sum) pair rescaled as the max grows, merged across the group by the
-              same rule (device.online_merge): x read twice.
+              same rule (groups.online_merge): x read twice.
   on_chip:    the row kept in shared memory as fp32 between its passes: x read once (rows up
               to 48 KiB of fp32 a block; a longer row is an error, as it is no on-chip row).
 The group (and so the bits) is tuned per row length and dtype."""
@@ -15,8 +15,9 @@ import math
 from numba import cuda, float32, uint32
 
 from harness.registry import impl
-from impls._frameworks.numba.device import (NEG_INF, group_max, group_online, group_sum, inlined, max_nan, online_add,
-                                            row_exp)
+from impls._frameworks.numba.device import row_exp
+from impls._frameworks.numba.groups import NEG_INF, group_max, group_online, group_sum, online_add
+from impls._frameworks.numba.primitives import inlined, max_nan
 from impls._frameworks.numba.rowchunks import (CACHED, KEPT, READ, cache_step, load_step, put_chunk, refetch_step,
                                                row_setup, row_words, step_of, step_values, value_of, width)
 from impls._frameworks._launch import scratch
