@@ -19,7 +19,7 @@ give the same bits as those rows in the full batch.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import torch
 
@@ -163,6 +163,7 @@ class Determinism:
     n_distinct: int
     max_ulp_spread: int
     distinct_capped: bool = False
+    first: torch.Tensor | None = field(default=None, repr=False)   # the first launch's result, a copy
 
     @property
     def deterministic(self) -> bool:
@@ -185,7 +186,7 @@ def determinism(launch, out: torch.Tensor, runs: int, keep: int = 8) -> Determin
             else:
                 extra += 1   # counted, not kept: may count a repeat of an unkept pattern
     spread = int((hi - lo).max()) if lo.numel() else 0
-    return Determinism(runs, len(distinct) + extra, spread, extra > 0)
+    return Determinism(runs, len(distinct) + extra, spread, extra > 0, first)
 
 
 def batch_sizes(rows: int) -> list[int]:

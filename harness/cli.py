@@ -6,6 +6,8 @@
 """
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import re
 import secrets
@@ -31,9 +33,9 @@ from harness.interrupts import SigintHold, sigint_once
 from harness.processes import InterruptedProcesses, run_cell
 from harness.progress import RunProgress
 from harness.record import INTERRUPTED, NOT_RUN, Record, case_label
-from harness.runner import CaseSpec, Runner, Settings, base_record
+from harness.runner import CPU_THREADS, CaseSpec, Runner, Settings, base_record
 from harness.sinks import console
-from harness.sinks.jsonl import JsonlSink
+from harness.sinks.jsonl import JsonlSink, NotWritten, why_not_written
 from harness.sinks.mlflow import explain as explain_tracking
 from harness.sinks.mlflow import uri_problem as tracking_uri_problem
 from harness.timing import TimingBudget
@@ -155,7 +157,20 @@ def check_tracking_uri(cfg: DictConfig) -> None:
                           "$MLFLOW_TRACKING_URI where it is set)")
 
 
+# Libraries whose INFO lines a run would print among its own: MLflow's as it makes a local
+# store ("Creating initial MLflow database tables...") and alembic's migrations under it.
+# Their warnings and errors still show.
+QUIET_LOGGERS = ("mlflow", "alembic")
+
+
+def quiet_libraries() -> None:
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")   # MLflow sets its loggers from it on import
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def run(cfg: DictConfig) -> int:
+    quiet_libraries()
     check_values(cfg)
     check_tracking_uri(cfg)
     device = devices.resolve(cfg.device)
@@ -185,6 +200,10 @@ def run(cfg: DictConfig) -> int:
     n = len(the_plan.cases)
     print(f"harness: {n} cases ({len(the_plan.runnable)} to run) on {device}, sweep={the_plan.sweep}, "
           f"seed={seed}, results -> {jsonl.path}", flush=True)
+    if device.type != "cuda":
+        print(f"harness: on {device} each case runs on {CPU_THREADS} PyTorch thread (its default, a thread per "
+              "core, fights other processes for the cores and multiplies a small case's time); recorded as "
+              "provenance.cpu_threads", flush=True)
     if slow := planning.slow_on_cpu(the_plan):
         print(f"harness: sweep={the_plan.sweep} on {device}: {slow}", flush=True)
     runner = None
@@ -198,7 +217,8 @@ def run(cfg: DictConfig) -> int:
     try:
         with RunProgress(n) as bar, SigintHold() as hold:
             for cell in cells(the_plan.cases, processes):
-                runnable = [spec for spec in cell if not spec.skip_reason] if not interrupted else []
+                stopped = interrupted or jsonl.error
+                runnable = [spec for spec in cell if not spec.skip_reason] if not stopped else []
                 measured: dict[int, Record] = {}
                 if runnable:
                     first = runnable[0]
@@ -222,8 +242,13 @@ def run(cfg: DictConfig) -> int:
                         rec = base_record(spec, device, settings, {})
                         if interrupted and not spec.skip_reason:
                             rec.status, rec.reason = "skipped", NOT_RUN
-                    rec.invocation_id = invocation_id
-                    jsonl.write(rec)
+                        elif jsonl.error and not spec.skip_reason:
+                            rec.status, rec.reason = "skipped", f"{NOT_WRITTEN}: {jsonl.error}"
+                    rec.invocation_id, rec.plan_cases = invocation_id, n
+                    try:
+                        jsonl.write(rec)
+                    except NotWritten:   # kept for the table and MLflow; no more cases run
+                        pass
                     records.append(rec)
                     bar.line(f"[{len(records)}/{n}] {_progress(rec)}")
                     if tracker is not None:
@@ -246,6 +271,7 @@ def run(cfg: DictConfig) -> int:
 
 
 CUT = "interrupted: the remaining cases are recorded as skipped"
+NOT_WRITTEN = "not run: the run stopped where its results file could not take a record"
 LOGGING_CUT = "MLflow logging interrupted (SIGINT after the run was cut)"
 
 
@@ -270,53 +296,77 @@ def _log(tracker, rec: Record, hold: SigintHold, interrupted: bool) -> tuple[boo
 
 def _conclude(cfg: DictConfig, records: list[Record], interrupted: bool, jsonl: JsonlSink, tracker,
               tracker_note: str, invocation_id: str, out_dir: Path, cut_tracker=None) -> int:
-    """The table, the report, the MLflow run closed (``cut_tracker``: a logger a SIGINT stopped,
-    which only ends its runs as KILLED); the exit code."""
+    """The table, the report, the MLflow run closed (``cut_tracker``: a logger a SIGINT or a
+    failure stopped, which only ends its runs); the exit code. Where the run's folder could
+    not take a record or the table (``unwritten``: its disk full), the table is printed and
+    nothing more is written there, the MLflow run ends FAILED, one line says what is where,
+    and the exit code is 1."""
     table = console.render(records)
     print(table)
-    (out_dir / "table.txt").write_text(table + "\n")
-    artifacts = [jsonl.path, out_dir / "table.txt"]
-    try:
-        report_paths = report.write(records, out_dir, title=f"harness {' '.join(HydraConfig.get().overrides.task)}")
-        artifacts += [report_paths[0], out_dir / report.PLOTS]
-        print(f"\nreport: {report_paths[0]} ({len(report_paths) - 1} plots)")
-    except Exception as e:  # noqa: BLE001 - a report that cannot be drawn must not cost the run
-        print(f"harness: no report: {type(e).__name__}: {e}", file=sys.stderr)
+    artifacts, unwritten, shown = [jsonl.path], jsonl.error, None
+    if not unwritten:
+        try:
+            (out_dir / "table.txt").write_text(table + "\n")
+            artifacts.append(out_dir / "table.txt")
+        except OSError as e:
+            unwritten = why_not_written(out_dir / "table.txt", e)
+            with contextlib.suppress(OSError):
+                (out_dir / "table.txt").unlink()
+    if not unwritten:
+        try:
+            report_paths = report.write(records, out_dir,
+                                        title=f"harness {' '.join(HydraConfig.get().overrides.task)}")
+            artifacts += [report_paths[0], out_dir / report.PLOTS]
+            shown = report_paths[0].name   # the UI opens the run on it: the comparison, impl x shape
+            print(f"\nreport: {report_paths[0]} ({len(report_paths) - 1} plots)")
+        except OSError as e:   # its folder's disk full: the line names the file (a plot's, or the page's)
+            unwritten = why_not_written(Path(e.filename or out_dir / report.REPORT), e)
+        except Exception as e:  # noqa: BLE001 - a report that cannot be drawn must not cost the run
+            print(f"harness: no report: {type(e).__name__}: {e}", file=sys.stderr)
     print(f"results: {jsonl.path}")
-    counts = Counter(r.status for r in records)
+    status = "KILLED" if interrupted else "FAILED" if unwritten else "FINISHED"
     if tracker is not None:
         try:
-            tracker.finish(invocation_id, artifacts,
-                           {**{f"n_{k}": v for k, v in counts.items()}, "interrupted": int(interrupted)},
-                           status="KILLED" if interrupted else "FINISHED")
-            print(f"MLflow: {tracker.uri} ({tracker.run_url(invocation_id)})")
+            tracker.finish(invocation_id, records, artifacts, interrupted, status="FAILED" if unwritten else None)
+            page = tracker.ui_path(invocation_id, shown)
             if tracker.uri.startswith("sqlite:"):
                 mlflow_cli = Path(sys.executable).parent / "mlflow"
                 mlflow_cli = mlflow_cli if mlflow_cli.exists() else "mlflow"
-                print(f"  open the UI with: {mlflow_cli} ui --backend-store-uri {tracker.uri}\n"
-                      f"  then http://127.0.0.1:5000{tracker.experiment_path()}")
+                print(f"MLflow: {tracker.uri}\n  open the UI with: {mlflow_cli} ui --backend-store-uri {tracker.uri}\n"
+                      f"  then http://127.0.0.1:5000{page}")
+            else:
+                print(f"MLflow: {tracker.uri} ({tracker.uri.rstrip('/')}{page})")
         except Exception as e:  # noqa: BLE001
             tracker_note = f"MLflow finish failed: {explain_tracking(e)}"
-            tracker = None
+            cut_tracker, tracker = tracker, None   # its runs are still ended
     if cut_tracker is not None:
         try:
-            cut_tracker.end(invocation_id, "KILLED")
+            cut_tracker.end(invocation_id, status if status != "FINISHED" else "FAILED")
         except Exception as e:  # noqa: BLE001 - the records are in the JSONL; upload ends the run
             print(f"harness: the MLflow run could not be ended: {explain_tracking(e)}", file=sys.stderr)
     if tracker is None and cfg.tracking.enabled and cfg.tracking.uri:
         when = "When the store can be opened" if cfg.tracking.uri.startswith("sqlite:") else "When the server is back"
         print(f"MLflow: not uploaded ({tracker_note}). {when}:\n  {_upload_command(jsonl.path, cfg.tracking.uri)}")
+    if unwritten:
+        not_run = sum(r.reason.startswith(NOT_WRITTEN) for r in records)
+        kept = (f"{jsonl.written} of {len(records)} records are in {jsonl.path.name}, the rest in the table above"
+                + (" and MLflow" if tracker is not None else "") + f" ({not_run} cases not run); free space and "
+                "run them again" if jsonl.error else
+                f"every record is in {jsonl.path}; free space, then harness-report draws the report from it")
+        print(f"harness: error: {unwritten}; {kept}", file=sys.stderr)
     if interrupted:   # every record is kept; the exit code says the run did not finish
         not_run = sum(1 for r in records if r.reason == NOT_RUN)
         print(f"harness: interrupted (SIGINT): {not_run} cases not run, recorded as skipped", file=sys.stderr)
         return INTERRUPTED_EXIT
+    counts = Counter(r.status for r in records)
     bad = sum(v for k, v in counts.items() if k in ("fail", "invalid", "error", "crash", "timeout", "oom"))
     bad -= sum(1 for r in records if r.negative_control and r.status == "fail")
-    return 1 if cfg.strict and bad else 0
+    return 1 if unwritten or (cfg.strict and bad) else 0
 
 
 def _upload_command(path: Path, uri: str) -> str:
-    return f"{_command('harness-upload', 'harness.upload')} {path} --tracking-uri {uri}"
+    from harness.upload import command
+    return command([str(path), "--tracking-uri", uri])
 
 
 def _measure(runner, runnable: list[CaseSpec], processes: int, device, settings: Settings
@@ -453,13 +503,6 @@ def _drop_empty_run_folder() -> None:
         pass
 
 
-def _command(script: str, module: str) -> str:
-    """How to run one of this package's commands as printed: the script beside this Python
-    (a venv's bin/, on the PATH or not), else ``python -m module``."""
-    beside = Path(sys.executable).parent / script
-    return str(beside) if beside.exists() else f"{sys.executable} -m {module}"
-
-
 def help_text() -> str:
     """What the tool does, every key of conf/config.yaml with its meaning (its comment there),
     the config groups and their choices, and examples."""
@@ -499,28 +542,43 @@ def help_text() -> str:
 
 
 RUN_FOLDER_KEYS = ("hydra.run.dir", "hydra.sweep.dir")
+# conf/config.yaml's run folders, under the working folder: outputs/<date>/<time>, multirun/...
+DEFAULT_FOLDERS = {"hydra.run.dir": "outputs", "hydra.sweep.dir": "multirun"}
 
 
 def check_run_folders(argv: list[str]) -> None:
-    """A run folder given on the command line that cannot be made is a ConfigError naming it:
-    Hydra's mkdir gave a traceback, exit 1. Tried by making a folder in its nearest existing
-    ancestor and removing it (nothing is left: a command line Hydra refuses leaves no folder;
-    root's access() would pass /proc). A folder with an interpolation is left to Hydra."""
-    import tempfile
+    """A run folder that cannot be made is a ConfigError naming it: Hydra's mkdir gave a
+    traceback, exit 1 (115 lines for a read-only working folder). The folder given on the
+    command line, or else the default one under the working folder, is tried by making a
+    folder in its nearest existing ancestor and removing it (nothing is left: a command line
+    Hydra refuses leaves no folder; root's access() would pass /proc). A folder with an
+    interpolation is left to Hydra."""
+    given = {}
     for arg in argv:
         key, eq, value = arg.partition("=")
-        if key.lstrip("+~") not in RUN_FOLDER_KEYS or not eq or not value or "${" in value:
-            continue
-        there = Path(value).absolute()
-        while not there.exists() and there != there.parent:
-            there = there.parent
-        try:
-            if there == Path(value).absolute() and there.is_dir():
-                continue   # it is there already
-            os.rmdir(tempfile.mkdtemp(dir=there, prefix=".harness-probe-"))
-        except OSError as e:
-            raise ConfigError(f"{key}={value}: the run's folder cannot be made in {there} ({type(e).__name__}: "
-                              f"{e.strerror or e}); give a folder you can write") from None
+        if key.lstrip("+~") in RUN_FOLDER_KEYS and eq and value:
+            given[key.lstrip("+~")] = value
+    key = "hydra.sweep.dir" if any(a in ("-m", "--multirun") for a in argv) else "hydra.run.dir"
+    if key not in given:
+        _probe(key, str(Path(DEFAULT_FOLDERS[key]).absolute() / "run"),
+               f"run from a folder you can write, or give {key}=<a folder you can write>")
+    for key, value in given.items():
+        if "${" not in value:
+            _probe(key, value, "give a folder you can write", f"{key}={value}: ")
+
+
+def _probe(key: str, value: str, advice: str, named: str = "") -> None:
+    import tempfile
+    there = Path(value).absolute()
+    while not there.exists() and there != there.parent:
+        there = there.parent
+    try:
+        if there == Path(value).absolute() and there.is_dir():
+            return   # it is there already
+        os.rmdir(tempfile.mkdtemp(dir=there, prefix=".harness-probe-"))
+    except OSError as e:
+        raise ConfigError(f"{named}the run's folder cannot be made in {there} ({type(e).__name__}: "
+                          f"{e.strerror or e}); {advice}") from None
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from harness.record import Record
-from harness.regress import Thresholds, compare, point_from_record, point_from_run
+from harness.regress import CPU_WALL_FLOOR, Thresholds, compare, point_from_record, point_from_run
 from harness.sinks import jsonl
 
 RUN_ID = re.compile(r"^(?:runs:/)?([0-9a-f]{32})/?$")
@@ -127,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     report = compare(list(after.values()), {k: [p] for k, p in before.items()}, th)
     text = report.markdown(f"{a.after} against {a.before}",
                            [f"thresholds: a change counts above max({th.min_effect:.0%}, {th.noise_k:g} x the "
-                            f"noise) and {th.min_abs_us:g} us"])
+                            f"noise) and {th.min_abs_us:g} us; a CPU's wall-clock time above {CPU_WALL_FLOOR:.0%} "
+                            "(the cores are shared); an interpreter's time (*) is never compared"])
     print(text)
     if a.markdown:
         Path(a.markdown).write_text(text + "\n")

@@ -81,8 +81,6 @@ class Table:
         for lo, hi, config in ranges:
             if batch is not None and lo <= batch <= hi:
                 return config, f"{cols} {dtype} rows {lo}-{hi}"
-        if plain is None:
-            return None
         return plain, f"{cols} {dtype}"
 
 
@@ -112,6 +110,11 @@ def parse(text: str, path: Path) -> Table:
                 ranges.append((int(m.group(3)), int(m.group(4)), launchable(config)))
             else:
                 entries[str(kernel)][(int(m.group(1)), m.group(2))][0] = launchable(config)
+    for kernel, lines in entries.items():   # a range without its row length's config: other batches, other bits
+        for (cols, dtype), (plain, ranges) in lines.items():
+            if plain is None:
+                raise TableError(f"{path}: kernel {kernel!r}: batch ranges of '{cols} {dtype}' without the entry "
+                                 f"'{cols} {dtype}' itself, whose bits they share; harness-tune writes both")
     return Table(path, str(data.get("gpu", "")), blob_id(text.encode()), entries)
 
 

@@ -13,8 +13,8 @@ So these must hold, or a number is a lie however right the output is:
   place with fresh values after ``bind`` (unseen by torch's version counter) and launched
   onto the output as the last launch left it, give the fresh answer; again after timing (a
   launcher that reads a copy taken at bind, copies an answer computed at bind, keeps a cache,
-  skips its work when its output looks written or stops once timed gives the old one:
-  ``rebind``);
+  skips its work when its output looks written or stops once timed gives the old one, bit for
+  bit: ``rebind``; a new answer that is wrong is an accuracy failure, not a breach);
 - **one stream**: every GPU activity a launch queues runs on the current PyTorch stream
   (``stream_check``, ``stream_trace``). Work on a private stream or on the legacy default
   stream (CuPy's and Numba's default when no stream is passed) is not between the events:
@@ -134,12 +134,17 @@ def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def rebind(op, launch, inputs: dict, out: torch.Tensor, before: torch.Tensor, shape, dtype, device,
-           seed: int, sync: Callable[[], None], when: str = "after bind", first_only: bool = False) -> str | None:
+           seed: int, sync: Callable[[], None], when: str = "after bind", first_only: bool = False
+           ) -> tuple[str | None, checks.CheckResult | None]:
     """Refill the bound input tensors in place, one at a time (``first_only``: the first
     alone), with a fresh random set of the same shape, unseen by torch's version counter, and
     launch onto the output as the last launch left it (the state of a timed launch but for
     the values); after each refill the launcher's output must match the new reference.
-    ``before``: the launcher's last result on the inputs as they are. The inputs it refilled
+    ``before``: the launcher's last result on the inputs as they are. (violation, failed
+    check): a wrong output that kept the bits it had before did not compute from the refilled
+    values, a violation; one that changed did, and is an accuracy failure on those values,
+    the failed check (Liger's RMSNorm, fp16 16384x8192 on an H100: 1 of 134,217,728 elements
+    outside the tolerance on a refill, an inexact kernel, not a cheat). The inputs it refilled
     hold their own values again when it returns: the rest of the case runs on the inputs
     its checks saw."""
     fresh = op.inputs(shape, dtype, device, seed, "random")
@@ -160,20 +165,21 @@ def rebind(op, launch, inputs: dict, out: torch.Tensor, before: torch.Tensor, sh
             v.data.copy_(fresh[k])
             # Not poisoned: the output holds the last answer, as in the timed launches, so that a
             # launcher that skips its work when its output looks written shows here too.
-            result, got = checks.checked_launch(op, launch, inputs, out, dtype, f"{k} refilled", seed, sync,
-                                                poisoned_first=False)
+            result, got = checks.checked_launch(op, launch, inputs, out, dtype, f"{k} refilled in place {when}",
+                                                seed, sync, poisoned_first=False)
             if result.passed:
                 before = got.detach().clone()
                 continue
             stale = got.shape == before.shape and torch.equal(checks.raw_bits(got.detach()), checks.raw_bits(before))
-            why = (f"kept the bits it had before: it reads a copy of {k} taken at bind, or an answer "
-                   f"computed at bind, or a result cached by pointer (and version counter), or skips its "
-                   f"work when its output already holds an answer" if stale
-                   else f"is wrong for the new values ({result.detail})")
+            if not stale:
+                return None, result
             return (f"does not compute from its inputs as they are: with {k} refilled in place {when} "
-                    f"(fresh values, seed {seed}), the launcher's output {why}; bind may prepare "
-                    f"(views, builds, launch configs), never read the values, and every launch reads them")
-        return None
+                    f"(fresh values, seed {seed}), the launcher's output kept the bits it had before: it reads "
+                    f"a copy of {k} taken at bind, or an answer computed at bind, or a result cached by pointer "
+                    f"(and version counter), or skips its work when its output already holds an answer; bind "
+                    f"may prepare (views, builds, launch configs), never read the values, and every launch "
+                    f"reads them"), None
+        return None, None
     finally:
         for k, old in kept.items():
             inputs[k].copy_(old)

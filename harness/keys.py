@@ -71,10 +71,59 @@ def group_choices(argv: list[str], conf_dir) -> dict[str, set[str] | None]:
     return given
 
 
+# Hydra's flags that take the next argument as their value (--info's is optional: one of its choices).
+VALUE_FLAGS = ("--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
+               "--config-dir", "-cd", "--experimental-rerun")
+INFO_FLAGS, INFO_CHOICES = ("--info", "-i"), ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
+OPENS, CLOSES = "[{(", "]})"
+
+
+def unclosed(value: str) -> bool:
+    """Whether a value opens more brackets than it closes (quoted text aside)."""
+    depth, quote = 0, ""
+    for ch in value:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        else:
+            depth += (ch in OPENS) - (ch in CLOSES)
+    return depth > 0
+
+
+def check_words(argv: list[str], conf_dir) -> None:
+    """A ConfigError for an argument that is neither key=value nor a flag, and for a value
+    whose brackets do not close: Hydra answers both with its grammar's error (exit 1), naming
+    neither the key nor the quoting, and ``harness rmsnorm`` with "You must specify 'op'"."""
+    for i, arg in enumerate(argv):
+        before = argv[i - 1] if i else ""
+        if arg.startswith("-") or before in VALUE_FLAGS or (before in INFO_FLAGS and arg in INFO_CHOICES):
+            continue
+        _, eq, value = arg.partition("=")
+        if eq and unclosed(value):
+            rest = argv[i + 1:]
+            ends = next((j for j in range(len(rest)) if not unclosed(" ".join([value, *rest[:j + 1]]))), None)
+            if ends is None:
+                raise ConfigError(f"{arg}: its brackets do not close; close them (e.g. shapes=[[4096,4096]])")
+            whole = " ".join([arg, *rest[:ends + 1]])
+            raise ConfigError(f"{whole} reached the harness as {ends + 2} arguments (the shell split it at its "
+                              f"spaces): quote it ('{whole}') or leave out the spaces ({whole.replace(' ', '')})")
+        if eq or arg.startswith("~"):   # ~key: Hydra's deletion of a key, which takes no value
+            continue
+        groups = {g: sorted(p.stem for p in (conf_dir / g).glob("*.yaml")) for g in GROUPS}
+        named = [g for g, choices in groups.items() if arg in choices]
+        if named:
+            raise ConfigError(f"{arg}: arguments are key=value; did you mean {named[0]}={arg}? (harness --help)")
+        raise ConfigError(f"{arg}: not a key=value argument (e.g. op=rmsnorm); a value with spaces must be quoted "
+                          "as one argument ('shapes=[[4, 64]]'); harness --help lists the keys")
+
+
 def check(argv: list[str], conf_dir) -> None:
-    """A ConfigError for the first group choice conf/ does not have (group_choices), or the
-    first override whose key conf/ does not have, or that sets an op that op= does not
-    select: Hydra would refuse it and advise ``+ops...``, which then adds that op to the run."""
+    """A ConfigError for an argument that is no override (check_words), for the first group
+    choice conf/ does not have (group_choices), or the first override whose key conf/ does
+    not have, or that sets an op that op= does not select: Hydra would refuse it and advise
+    ``+ops...``, which then adds that op to the run."""
+    check_words(argv, conf_dir)
     ops = group_choices(argv, conf_dir)["op"]
     every = {p.stem for p in (conf_dir / "op").glob("*.yaml")} - {"all"}
     tree, chosen = None, (None if ops is None else every if "all" in ops else ops)

@@ -36,6 +36,7 @@ class RunProgress:
         self.live = (sys.stdout.isatty() and sys.stderr.isatty()) if live is None else live
         self._bar = None
         self._current = ""
+        self._said: set[str] = set()
 
     def __enter__(self) -> "RunProgress":
         if self.live:
@@ -57,14 +58,17 @@ class RunProgress:
 
     def case(self, label: str) -> None:
         """The case that runs next."""
-        self._current = label
+        self._current, self._said = label, set()
         if self._bar is not None:
             self._bar.update(self._task, description=label)
 
     def phase(self, text: str) -> None:
+        """A phase of the running case; as a line of its own (no terminal), once a case: a
+        case compiles again for its batch-invariance rows, and the second line said nothing new."""
         if self._bar is not None:
             self._bar.update(self._task, description=f"{self._current}: {text}")
-        else:
+        elif text not in self._said:
+            self._said.add(text)
             print(f"  {self._current + ': ' if self._current else ''}{text}", flush=True)
 
     def line(self, text: str) -> None:

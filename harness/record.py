@@ -97,6 +97,7 @@ class Record:
     provenance: dict[str, Any] = field(default_factory=dict)
     traceback: str = ""
     invocation_id: str = ""
+    plan_cases: int = 0              # the cases its invocation planned (0: not said): those a killed run left no record of
     record_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     timestamp: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat())
 

@@ -71,16 +71,17 @@ def bandwidth_plot(op: str, dtype: str, recs: list[Record]):
     lines: dict[str, list[Record]] = defaultdict(list)
     for r in timed:
         lines[label(r)].append(r)
-    for name, rs in sorted(lines.items()):
+    for i, (name, rs) in enumerate(sorted(lines.items())):
         # Shapes of one size (a row op's 32768x4096 and 8192x16384) are dots above one
         # another; the line joins each size's median.
         by_size: dict[int, list[float]] = defaultdict(list)
         for r in rs:
             by_size[r.bytes].append(r.gbps)
         xs = sorted(by_size)
-        line, = ax.plot(xs, [_median(by_size[x]) for x in xs], label=name)
+        color, style = series_style(i)
+        ax.plot(xs, [_median(by_size[x]) for x in xs], label=name, color=color, linestyle=style)
         ax.plot([r.bytes for r in rs], [r.gbps for r in rs], linestyle="none", marker="o", markersize=4,
-                color=line.get_color())
+                color=color)
     roofs: dict[int, list[float]] = defaultdict(list)
     for r in recs:
         if r.roof_gbps:
@@ -103,6 +104,16 @@ def bandwidth_plot(op: str, dtype: str, recs: list[Record]):
     ax.set_title(_title(op, dtype, recs))
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize="small", frameon=False)
     return fig
+
+
+# matplotlib's ten colours, then again dashed, dotted, dash-dotted: an op's impls and variants
+# number up to 20 (the colours alone made triton and cuda/block_per_row the same blue).
+LINE_STYLES = ("-", "--", ":", "-.")
+
+
+def series_style(i: int) -> tuple[str, str]:
+    """The colour and line style of a plot's i-th series, none repeated within 40."""
+    return f"C{i % 10}", LINE_STYLES[i // 10 % len(LINE_STYLES)]
 
 
 def roof_heatmap(op: str, dtype: str, recs: list[Record]):
@@ -146,13 +157,26 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
+# Statuses that say something went wrong, red; the others (ok, skipped, xfail: a control
+# failing as it must) plain grey.
+BAD = ("FAIL", "INVALID", "ERROR", "CRASH", "OOM", "TIMEOUT", "XPASS")
+
+
+def _status(label: str) -> str:
+    return f'<span class="{"bad" if label in BAD else "quiet"}">{html.escape(label)}</span>'
+
+
 def _cell(r: Record | None) -> str:
+    """A case's rate with its time's marks (harness.sinks.console.marks: ``c`` in the CPU's
+    cache, ``~`` noisy), and its status where it is not a plain pass; the status alone where
+    it claims no rate."""
     if r is None:
         return ""
     if r.gbps is None:
-        return f'<span class="status">{html.escape(console.status_label(r))}</span>'
-    flag = pivot.flag(r)
-    return html.escape(pivot.rate(r)) + (f' <span class="status">{html.escape(flag)}</span>' if flag else "")
+        return _status(console.status_label(r))
+    flag, marks = pivot.flag(r), console.marks(r)
+    return (html.escape(pivot.rate(r)) + (f' <span class="mark">{html.escape(marks)}</span>' if marks else "")
+            + (f" {_status(flag)}" if flag else ""))
 
 
 def table(recs: list[Record]) -> str:
@@ -179,7 +203,8 @@ def _provenance(records: list[Record]) -> str:
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px}h1{font-size:1.4em}
 table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #ccc;padding:.25em .6em;text-align:right}
-thead th{background:#f3f3f3}tbody th{text-align:left}.status{color:#b00;font-weight:600}
+thead th{background:#f3f3f3}tbody th{text-align:left}.bad{color:#b00;font-weight:600}.quiet{color:#666}
+.mark{color:#666}
 dl{display:grid;grid-template-columns:max-content auto;gap:.1em 1em}dt{font-weight:600}
 pre{background:#f7f7f7;padding:1em;overflow-x:auto;font-size:12px}img{max-width:100%}"""
 
@@ -216,6 +241,7 @@ def write(records: list[Record], folder: Path, title: str = "kernel-harness run"
         counts[console.status_label(r)] += 1
     body = (f"<h1>{html.escape(title)}</h1>{_provenance(records)}"
             f"<p>cases: {html.escape(', '.join(f'{n} {s}' for s, n in sorted(counts.items())))}</p>"
+            + "".join(f"<p>{html.escape(line)}</p>" for line in console.legend(records)) +
             f"{plots_note}{''.join(sections)}<h2>Every case</h2><pre>{html.escape(console.render(records))}</pre>")
     report = folder / REPORT
     folder.mkdir(parents=True, exist_ok=True)
@@ -225,7 +251,8 @@ def write(records: list[Record], folder: Path, title: str = "kernel-harness run"
 
 
 def main(argv: list[str] | None = None) -> int:
-    from harness.sinks.jsonl import read
+    from harness import results   # the one rule for which lines are records, and for damaged ones
+    from harness.sinks.jsonl import BadResults
     ap = argparse.ArgumentParser(prog="harness-report", description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="+", type=Path, help="results.jsonl files (the latest record of a case wins)")
     ap.add_argument("--out", type=Path, default=Path("."), help="the folder for report.html and plots/ (default: .)")
@@ -237,8 +264,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"harness-report: {path}: no such file (give results.jsonl files)", file=sys.stderr)
             return 2
         try:
-            records += read(path)
-        except ValueError as e:
+            records += results.read(path)[0]   # other rows (devtools/first-run's timings) are no cases
+        except BadResults as e:
             print(f"harness-report: {e}", file=sys.stderr)
             return 2
     if not records:

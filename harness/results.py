@@ -24,11 +24,14 @@ files hold no GPU record.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
 import statistics
 import sys
+import types
+import typing
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -36,25 +39,108 @@ from harness import pivot
 from harness.record import Record, latest, measured_something
 from harness.sinks import console, jsonl
 
-# The fields every case record has (Record's identity, and what the runner sets on each);
-# a JSON line without them is some other tool's row, e.g. harness.nvbench's comparisons.
-CASE_FIELDS = ("op", "impl", "variant", "dtype", "shape", "status", "record_id", "timestamp")
+# What places a record and says what it is: a line without one of them, or with one of the
+# wrong type, cannot be shown as a case and is left out (with a warning naming it).
+IDENTITY = ("op", "impl", "variant", "dtype", "shape", "status")
+# What every record carries besides: a line without them is read, with a warning.
+STAMPS = {"record_id": "read, its id made from the line", "timestamp": "read as the oldest of its case"}
+WARNED = 5   # damaged lines a file's warning names one by one; the rest are counted
 
 
 class BadInput(ValueError):
     """A file the command cannot use; main prints it and exits 2."""
 
 
+def is_record(row) -> bool:
+    """A harness record, whole or damaged: a JSON object with a status or a record id, which
+    no other tool's row has (harness.nvbench's comparisons, devtools/first-run's timings)."""
+    return isinstance(row, dict) and ("status" in row or "record_id" in row)
+
+
+_TYPES = typing.get_type_hints(Record)
+
+
+def _fits(value, hint) -> bool:
+    """Whether a JSON value is of a Record field's type (a whole number serves as a number)."""
+    if hint is typing.Any:
+        return True
+    if hint is type(None):
+        return value is None
+    args = typing.get_args(hint)
+    if isinstance(hint, types.UnionType):
+        return any(_fits(value, a) for a in args)
+    origin = typing.get_origin(hint) or hint
+    if origin is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if origin is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if not isinstance(value, origin):
+        return False
+    if origin is list and args:
+        return all(_fits(v, args[0]) for v in value)
+    if origin is dict and args:
+        return all(isinstance(k, str) and _fits(v, args[1]) for k, v in value.items())
+    return True
+
+
+_NAMES = {str: "text", int: "a whole number", float: "a number", bool: "true or false", dict: "an object",
+          type(None): "null"}
+
+
+def _named(hint) -> str:
+    if isinstance(hint, types.UnionType):
+        return " or ".join(_named(a) for a in typing.get_args(hint))
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is list:
+        return "a list of " + {int: "whole numbers", float: "numbers", str: "texts"}.get(args[0], "objects")
+    return _NAMES.get(origin or hint, str(hint))
+
+
+def damage(row: dict) -> tuple[list[str], list[str]]:
+    """What is wrong with a record's line: (what leaves it out: an identity field missing,
+    a field of the wrong type; what it is read without: a stamp missing)."""
+    fatal = [f"no {k} (a record's identity)" for k in IDENTITY if k not in row]
+    fatal += [f"{k} is {json.dumps(v)[:40]}, not {_named(_TYPES[k])}" for k, v in row.items()
+              if k in _TYPES and not _fits(v, _TYPES[k])]
+    return fatal, [f"no {k}: {then}" for k, then in STAMPS.items() if k not in row]
+
+
+def record_of(row: dict) -> Record:
+    """The Record of a line ``damage`` lets through. A missing record_id is made from the
+    line's bytes, so that uploading the file again finds the same run (harness-upload is
+    idempotent by it); a missing timestamp is "", the oldest of its case, never the newest."""
+    rec = Record.from_dict(row)
+    if "record_id" not in row:
+        rec.record_id = hashlib.sha256(json.dumps(row, sort_keys=True).encode()).hexdigest()[:32]
+    if "timestamp" not in row:
+        rec.timestamp = ""
+    return rec
+
+
 def read(path: Path, cut_ok: bool = True) -> tuple[list[Record], list]:
-    """(the case records of a JSONL file, its other rows). ``cut_ok``: jsonl.objects' rule
-    for a last line a crash cut; False for a file written whole (a page's own data), where
-    such a line is damage to report, not a record to drop."""
-    records, others = [], []
+    """(the case records of a JSONL file, its other rows). A damaged record (``damage``) is
+    named with its line and field on stderr, and left out or read as ``damage`` says; the
+    file's other lines are read. ``cut_ok``: jsonl.objects' rule for a last line a crash cut;
+    False for a file written whole (a page's own data, which is rewritten from what is read),
+    where a cut line or a record left out is a BadResults, not a record to drop."""
+    records, others, warnings = [], [], []
     for n, row in jsonl.objects(path, cut_ok):
-        if not (isinstance(row, dict) and all(k in row for k in CASE_FIELDS)):
+        if not is_record(row):
             others.append(row)
             continue
-        records.append(jsonl.record_at(path, n, row))
+        fatal, missing = damage(row)
+        if fatal and not cut_ok:
+            raise jsonl.BadResults(f"{path}, line {n}: a damaged record: {'; '.join(fatal)}; mend or remove "
+                                   "the line")
+        if fatal or missing:
+            warnings.append(f"line {n}: " + ("; ".join(fatal) + ": left out" if fatal else "; ".join(missing)))
+        if not fatal:
+            records.append(record_of(row))
+    for w in warnings[:WARNED]:
+        print(f"warning: {path}, {w}", file=sys.stderr)
+    if len(warnings) > WARNED:
+        print(f"warning: {path}: {len(warnings) - WARNED} more damaged records (the lines above name the first "
+              f"{WARNED})", file=sys.stderr)
     return records, others
 
 

@@ -114,6 +114,8 @@ class Roof:
 def device_key(device: torch.device, provenance: dict) -> str:
     parts = [provenance.get("gpu_name") or "cpu", provenance.get("gpu_uuid") or "",
              provenance.get("driver") or provenance.get("cpu_model") or ""]
+    if provenance.get("cpu_threads"):   # a CPU's roof is its threads' (harness.runner.CPU_THREADS)
+        parts.append(f"{provenance['cpu_threads']} threads")
     return "|".join(parts)
 
 

@@ -4,18 +4,20 @@
     harness-upload multirun/2026-11-29/         # every results.jsonl below a folder
 
 Idempotent: records already uploaded (same record_id) are skipped, so it is safe to run
-after every job, or twice.
+after every job, or twice. A run that was never ended (killed, or its store was down) is ended
+as its records tell: KILLED, with n_not_run, where cases never ran.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from pathlib import Path
 
 from harness import results
 from harness.sinks import jsonl
-from harness.sinks.mlflow import TrackingUnavailable, upload, uri_problem
+from harness.sinks.mlflow import TrackingUnavailable, counts, explain, upload, uri_problem
 
 
 def find_files(paths: list[str]) -> list[Path]:
@@ -64,10 +66,15 @@ def main(argv: list[str] | None = None) -> int:
             continue
         try:
             new, old = upload(records, args.tracking_uri, args.experiment, args.parent_run_id, args.group)
-        except TrackingUnavailable as e:
-            print(f"harness-upload: error: {e}; nothing uploaded from {f}, try again later", file=sys.stderr)
+        except Exception as e:  # noqa: BLE001 - the server or store failed: the records wait in the files
+            why = str(e) if isinstance(e, TrackingUnavailable) else explain(e)
+            print(f"harness-upload: error: {why}; {f} was not uploaded whole. When the store answers "
+                  f"again (what is there is not uploaded twice):\n  {command(sys.argv[1:] if argv is None else argv)}",
+                  file=sys.stderr)
             return 1
-        print(f"{f}: {new} uploaded, {old} already there")
+        not_run = counts(records)[0]["n_not_run"]
+        print(f"{f}: {new} uploaded, {old} already there"
+              + (f"; {not_run} cases never ran (their run was cut before them)" if not_run else ""))
         total_new += new
         total_old += old
     print(f"total: {total_new} uploaded, {total_old} already there, to {args.tracking_uri}")
@@ -76,6 +83,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{' '.join(map(str, unreadable))}", file=sys.stderr)
         return 2
     return 0
+
+
+def command(args: list[str]) -> str:
+    """This command with ``args``, as it can be run here: the script beside this Python (a
+    venv's bin/, on the PATH or not), else ``python -m harness.upload``."""
+    beside = Path(sys.executable).parent / "harness-upload"
+    return f"{beside if beside.exists() else f'{sys.executable} -m harness.upload'} {shlex.join(args)}"
 
 
 if __name__ == "__main__":

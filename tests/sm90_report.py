@@ -121,13 +121,12 @@ def kernels():
                             ("x_ptr", "y_ptr", "cols"), True))
                 out.append((f"layernorm{cols}v{v}", _layernorm,
                             {"x_ptr": p, "g_ptr": p, "b_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
-                            {"VARIANT": v, **on_chip, "GROUP": group, "PREFETCH": v == 0, "EARLY": v == 1,
-                             "RELOAD": v != 1},
+                            {"VARIANT": v, **on_chip, "GROUP": group, "PREFETCH": v == 0, "EARLY": v == 1},
                             warps, ("x_ptr", "g_ptr", "b_ptr", "y_ptr", "cols"), True))
         # a small batch's tile, its other operands loaded early (EARLY) or ahead of x, volatile
         # (ORDERED); ":tile", one program per tile, is how a small batch runs
         small = {"ROWS": 1, "BLOCK": 4096, "ON_CHIP": True, "EVEN": True, "SPAN": 0, "PREFETCH": False,
-                 "RELOAD": False, "GROUP": group, "VARIANT": 1}
+                 "GROUP": group, "VARIANT": 1}
         for name, fn, sig in (("rmsnorm", _rmsnorm, {"x_ptr": p, "g_ptr": p, "y_ptr": p}),
                               ("chain", _fused, {"x_ptr": p, "g_ptr": p, "u_ptr": p, "r_ptr": p, "y_ptr": p}),
                               ("layernorm", _layernorm, {"x_ptr": p, "g_ptr": p, "b_ptr": p, "y_ptr": p})):
@@ -144,7 +143,7 @@ def kernels():
             out.append((name, _layernorm, {**ln, **row, "eps": "fp32"},
                         {**small, "EARLY": True, "EVEN": even, "FOLD": fold}, 8, (*ln, "cols"), True))
         looped = {"ROWS": 1, "BLOCK": 4096, "ON_CHIP": False, "EVEN": False, "PREFETCH": False, "EARLY": False,
-                  "RELOAD": False, "SPAN": 0}
+                  "SPAN": 0}
         static = {**looped, "SPAN": 16384}   # a row that fits on chip, walked in unrolled column tiles
         for name, fn, sig, extra in (
                 ("rmsnorm", _rmsnorm, {"x_ptr": p, "g_ptr": p, "y_ptr": p}, {}),
@@ -178,7 +177,7 @@ def kernels():
                 out.append((f"layernorm_two_pass{warps}w_{name}", _layernorm,
                             {"x_ptr": p, "g_ptr": p, "b_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
                             {"VARIANT": 1, "ROWS": 1, "BLOCK": 4096, "ON_CHIP": True, "EVEN": True, "SPAN": 0,
-                             "GROUP": group, "PREFETCH": False, "EARLY": False, "RELOAD": False, "FOLD": width},
+                             "GROUP": group, "PREFETCH": False, "EARLY": False, "FOLD": width},
                             warps, ("x_ptr", "g_ptr", "b_ptr", "y_ptr", "cols"), True))
         # a row shorter than its block (781 in 1024, one warp): compiled for its length
         # (static_cols), and for any; not 16-byte aligned, so no vectors either way
@@ -189,7 +188,7 @@ def kernels():
         for name, cols in (("layernorm781", 781), ("layernorm781_any_length", 0)):
             out.append((name, _layernorm, {"x_ptr": p, "g_ptr": p, "b_ptr": p, "y_ptr": p, **row, "eps": "fp32"},
                         {"COLS": cols, "VARIANT": 1, "ROWS": 1, "BLOCK": 1024, "ON_CHIP": True, "EVEN": False,
-                         "SPAN": 0, "GROUP": group, "PREFETCH": False, "EARLY": True, "RELOAD": False}, 1,
+                         "SPAN": 0, "GROUP": group, "PREFETCH": False, "EARLY": True}, 1,
                         ("x_ptr", "g_ptr", "b_ptr", "y_ptr"), False))
     return out
 
@@ -208,17 +207,35 @@ def one_program_per_tile(entries):
 BATCHES = ((171853, 171853), (2048, 1024), (16, 4), (1, 1), (32768, 1056))
 
 
+class _TargetOnly:
+    """Triton's driver as its binder needs it: the H100/H200's target, no CUDA call."""
+
+    def get_current_target(self):
+        return GPUTarget("cuda", 90, 32)
+
+
+class _Tensor:
+    """A tensor as Triton's binder specialises it: its dtype and its address (16-byte aligned)."""
+
+    def __init__(self, dtype, address: int):
+        self.dtype, self._address = dtype, address
+
+    def data_ptr(self) -> int:
+        return self._address
+
+
 def batch_keys(fn, sig, const, warps) -> int:
     """How many binaries Triton keeps for a row kernel launched on BATCHES: the number of
     distinct specialisations its binder (what its launch keys the binary by) gives them."""
-    from impls._frameworks.triton import pool
-    pool._for_target(GPUTarget("cuda", 90, 32))   # a target, no GPU: what the binder needs
+    import torch
+    from triton.runtime.driver import driver
+    driver.set_active(_TargetOnly())   # a target, no GPU: what the binder needs
     binder = fn.create_binder()[-1]
     const = {k: v for k, v in with_defaults(fn, const).items() if k != "maxnreg"}
     keys = set()
     for rows, programs in BATCHES:
         values = {"rows": rows, "programs": programs, "cols": 4096}
-        args = [pool._StandIn(pool.Pointer({"bf16": "bfloat16", "fp32": "float32"}[sig[name][1:]], 1 << 20))
+        args = [_Tensor({"bf16": torch.bfloat16, "fp32": torch.float32}[sig[name][1:]], 1 << 20)
                 if sig[name].startswith("*") else values.get(name, 1e-5) for name in fn.arg_names if name in sig]
         _, specialisation, _ = binder(*args, num_warps=warps, **const)
         keys.add(repr(specialisation))
@@ -235,7 +252,6 @@ def report() -> dict:
         try:
             ops, local = compile_sm90(fn, sig, const, warps, aligned)
             out[name] = {"ops": dict(ops), "local": local, "vector": vector, "kernel": fn.__name__,
-                         "cache_key": fn.cache_key,   # what the tuning cache keys a kernel's source by
                          "rows": const.get("ROWS"), "even": const.get("EVEN")}
             if {"rows", "programs"} <= set(sig):
                 out[name]["batch_keys"] = batch_keys(fn, sig, const, warps)

@@ -211,6 +211,12 @@ def test_the_key_check_names_what_it_refuses(argv, message):
     (["op=rmsnorm", "ops.rmsnorm.params.eps=tiny"], 2, "op rmsnorm cannot take ops.rmsnorm.params.eps='tiny'"),
     (["op=rmsnorm", "strict=no"], 2, "strict='no': give true or false"),
     (["op=rmsnorm", "roof.max_age_s=day"], 2, "roof.max_age_s='day': give the seconds a measured roof is reused"),
+    (["op=rmsnorm", "shapes=[[4,", "64]]"], 2, "shapes=[[4, 64]] reached the harness as 2 arguments (the shell "
+                                              "split it at its spaces): quote it ('shapes=[[4, 64]]') or leave out "
+                                              "the spaces (shapes=[[4,64]])"),
+    (["op=rmsnorm", "shapes=[[4,64]"], 2, "shapes=[[4,64]: its brackets do not close"),
+    (["rmsnorm"], 2, "rmsnorm: arguments are key=value; did you mean op=rmsnorm?"),
+    (["op=rmsnorm", "fp16"], 2, "fp16: not a key=value argument"),
 ])
 def test_bad_input_gets_a_clear_error(tmp_path, args, code, message):
     proc = harness(tmp_path, *args, *([] if any(a.startswith("tracking=") for a in args) else ["tracking=none"]))
@@ -218,6 +224,34 @@ def test_bad_input_gets_a_clear_error(tmp_path, args, code, message):
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "run").exists()   # a refused command line leaves no run folder
+
+
+def test_a_working_folder_that_cannot_be_written_is_one_line_naming_it(tmp_path):
+    """The default run folder (outputs/ under the working folder) cannot be made: one line
+    and exit 2, where Hydra's mkdir gave 115 lines of traceback and exit 1. Read-only by a
+    read-only mount as root (root writes through permission bits), else by its mode."""
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    mounted = os.geteuid() == 0 and subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs",
+                                                    str(folder)], capture_output=True).returncode == 0
+    if not mounted:
+        if os.geteuid() == 0:
+            pytest.skip("root, and no read-only mount could be made")
+        folder.chmod(0o555)
+    try:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_CACHE": str(tmp_path / "cache")}
+        for args in (["op=copy"], ["-m", "op=copy,scale"]):
+            proc = subprocess.run([sys.executable, "-m", "harness", *args, "tracking=none"], cwd=folder, env=env,
+                                  capture_output=True, text=True, timeout=300)
+            assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr[-3000:]
+            assert f"the run's folder cannot be made in {folder} (OSError: Read-only file system)" in proc.stderr \
+                or f"cannot be made in {folder} (PermissionError" in proc.stderr, proc.stderr
+            assert ("hydra.sweep.dir=" if "-m" in args else "hydra.run.dir=") in proc.stderr
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(folder)], check=True)
+        else:
+            folder.chmod(0o755)
 
 
 def test_a_sigint_while_a_command_imports_is_a_line_and_exit_130(tmp_path):
@@ -706,3 +740,84 @@ def test_a_failing_job_of_a_multirun_does_not_stop_the_others_or_the_summary(tmp
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "0-impl=planted: 1 FAIL" in proc.stdout and "1-impl=eager: 1 ok" in proc.stdout
     assert "a job exited 1" in proc.stderr
+
+
+NOISE = ("INFO mlflow", "alembic", "RuntimeWarning", "Warning:", "Traceback")
+
+
+def test_the_main_command_s_first_run_prints_its_own_lines_and_no_library_s_noise(tmp_path):
+    """The main command's first run (a fresh MLflow store and cache; softmax, whose all -inf
+    rows make the interpreters' numpy warn): none of MLflow's or alembic's INFO lines, no
+    RuntimeWarning, each phase of a case said once (torch.compile compiled again for the
+    batch-invariance rows and said so twice), and on a CPU the thread count each case runs
+    on, said once and recorded."""
+    proc = run_harness(tmp_path, "op=softmax", "impl=all", "dtype=fp32", "shapes=[[2,64]]",
+                       f"tracking.uri=sqlite:///{tmp_path}/mlflow.db")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said = proc.stdout + proc.stderr
+    assert [n for n in NOISE if n in said] == [], said[-6000:]
+    phases = [line for line in said.splitlines() if line.startswith("  ") and ": torch.compile" in line]
+    assert phases and len(phases) == len(set(phases)), phases
+    recs = results(tmp_path)
+    assert recs and all(r["status"] in ("ok", "skipped") for r in recs)
+    if not torch.cuda.is_available():
+        assert said.count("each case runs on 1 PyTorch thread") == 1
+        assert {r["provenance"].get("cpu_threads") for r in recs if r["status"] == "ok"} == {1}
+
+
+def test_a_full_disk_keeps_every_record_that_fits_ends_the_runs_and_says_which_disk(tmp_path, monkeypatch, capsys):
+    """The run folder on a disk that fills after a few records (a 8 KiB tmpfs: root only).
+    It was a traceback at the record that did not fit (exit 1), that record a cut line, no
+    table, nothing for the cases not run and the MLflow runs left RUNNING. Now: every record
+    that fits, whole; the one that did not and the cases not run (skipped, saying why) in the
+    table and MLflow; the runs ended FAILED; one line naming the file and the disk; exit 1."""
+    import json
+
+    from mlflow.entities import ViewType
+    from mlflow.tracking import MlflowClient
+
+    from harness import cli
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", str(disk)],
+                                           capture_output=True).returncode:
+        pytest.skip("a small disk needs root to mount a tmpfs")
+
+    class Measured:
+        def __init__(self, device, settings):
+            self.device, self.settings = device, settings
+
+        def run(self, spec):
+            rec = cli.base_record(spec, self.device, self.settings, {})
+            rec.status, rec.median_us, rec.timer, rec.reason = "ok", 5.0, "wall", "x" * 500
+            return rec
+
+        def stop(self, kill=False):
+            pass
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    shapes = ",".join(f"[{100 * (i + 1)}]" for i in range(12))
+    try:
+        cfg, code = _run_with(disk, monkeypatch, Measured, ["op=copy", "impl=eager", "dtype=fp32", f"shapes=[{shapes}]",
+                                                            f"tracking.uri={uri}", "device=cpu"])
+        kept = [json.loads(line) for line in (disk / "results.jsonl").read_text().splitlines()]   # each whole
+        left = sorted(p.name for p in disk.iterdir())
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert 1 <= len(kept) < 12 and {r["status"] for r in kept} == {"ok"} and left == ["results.jsonl"]
+    said = [line for line in err.splitlines() if line.startswith("harness: error:")]
+    assert len(said) == 1 and said[0].startswith(f"harness: error: {disk}/results.jsonl cannot be written: No space "
+                                                 f"left on device on the disk mounted at {disk}"), err
+    assert f"{len(kept)} of 12 records are in results.jsonl" in said[0]
+    assert f"({12 - len(kept) - 1} cases not run)" in said[0]
+    assert "Traceback" not in err and "copy · float32" in out
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(str(cfg.tracking.experiment))
+    cases = client.search_runs([exp.experiment_id], "tags.`harness.kind` = 'case'", max_results=100)
+    assert sorted(c.data.tags["status"] for c in cases) == ["ok"] * (len(kept) + 1) + ["skipped"] * (11 - len(kept))
+    assert all(cli.NOT_WRITTEN in c.data.tags["reason"] for c in cases if c.data.tags["status"] == "skipped")
+    every = client.search_runs([exp.experiment_id], "", run_view_type=ViewType.ALL, max_results=1000)
+    assert [r.info.run_name for r in every if r.info.status == "RUNNING"] == []
+    (inv,) = client.search_runs([exp.experiment_id], "tags.`harness.kind` = 'invocation'")
+    assert inv.info.status == "FAILED"

@@ -13,6 +13,7 @@ kernels:
   cuda rmsnorm tuned:
     4096 bfloat16: {group: 256, packs: 2, threads: 256, us: 176.4}
     4096 bfloat16 rows 1-181: {group: 256, packs: 4, threads: 256}
+    781 float32: {group: 128, packs: 2, threads: 256}
     781 float32 rows 1823-1823: {group: 64, packs: 4, threads: 256}
 """
 
@@ -47,9 +48,8 @@ def test_a_batch_in_a_range_takes_the_range_s_config_and_any_other_the_row_lengt
     small = configs.config_for("cuda rmsnorm tuned", 4096, torch.bfloat16, 16, "gpu", RULE)
     assert small.config["packs"] == 4 and small.source.endswith("(4096 bfloat16 rows 1-181)")
     assert configs.config_for("cuda rmsnorm tuned", 4096, torch.bfloat16, 182, "gpu", RULE).config["packs"] == 2
-    # a row length with only a batch's entry: that batch takes it, the others the rule
     assert configs.config_for("cuda rmsnorm tuned", 781, torch.float32, 1823, "gpu", RULE).config["group"] == 64
-    assert configs.config_for("cuda rmsnorm tuned", 781, torch.float32, 16, "gpu", RULE) == configs.Choice(RULE, "rule")
+    assert configs.config_for("cuda rmsnorm tuned", 781, torch.float32, 16, "gpu", RULE).config["group"] == 128
 
 
 def test_what_no_table_holds_takes_the_rule(tables):
@@ -77,6 +77,8 @@ def test_an_entry_the_kernel_no_longer_takes_gives_way_to_the_rule_and_says_why(
     ("kernels:\n  cuda rmsnorm tuned:\n    4096: {group: 4}", "entry 4096: expected"),
     ("kernels:\n  cuda rmsnorm tuned:\n    4096 bfloat16 rows 9-3: {group: 4}", "lo <= hi"),
     ("kernels: {a: [}", "not YAML"),
+    # a batch's range without its row length's own entry: the other batches would take the rule's bits
+    ("kernels:\n  cuda rmsnorm tuned:\n    4096 bfloat16 rows 1-9: {group: 4}", "without the entry '4096 bfloat16'"),
 ])
 def test_a_damaged_table_is_refused_with_the_file_and_the_entry(tmp_path, text, problem):
     with pytest.raises(configs.TableError, match=problem):
@@ -180,12 +182,12 @@ def entry_problem(kernel: str, cols: int, dtype: str, config: dict, monkeypatch=
 
 def triton_entry_problem(op, variant, cols, dtype, config) -> str | None:
     from impls._frameworks.triton import rows
-    module = __import__(f"impls.{op}.triton", fromlist=["ROW_KERNEL"])
-    options, max_rows = module.ROW_KERNEL.get(variant, ((), 4)) if hasattr(module, "ROW_KERNEL") else ((), 4)
+    module = __import__(f"impls.{op}.triton", fromlist=["OPTIONS"])
     block, on_chip = rows.row_block(cols)
     if op == "softmax" and variant != "on_chip":
         block, on_chip = min(block, rows.ROW_TILE), False
-    rows.checker(block, on_chip, getattr(torch, dtype), options if on_chip else (), max_rows)(config)
+    options = getattr(module, "OPTIONS", ()) if on_chip else ()
+    rows.checker(cols, block, on_chip, ITEMSIZE[dtype], options, getattr(module, "MAX_ROWS", 4))(config)
     return None
 
 

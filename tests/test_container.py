@@ -137,3 +137,27 @@ def test_compose_wires_the_harness_to_a_healthy_mlflow_server():
 def test_local_tracking_follows_mlflow_tracking_uri_as_mlflow_does():
     local = yaml.safe_load((ROOT / "conf" / "tracking" / "local.yaml").read_text())
     assert local["uri"] == "${oc.env:MLFLOW_TRACKING_URI,sqlite:///mlflow.db}"
+
+
+def _docker_ignores(patterns: list[str], path: str) -> bool:
+    """Whether a .dockerignore pattern leaves ``path`` out of the build context: a pattern
+    matches the path or a folder above it; ``**/`` matches any depth, the top included."""
+    import fnmatch
+    parts = path.split("/")
+    prefixes = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    for p in patterns:
+        deep = p.startswith("**/")
+        for prefix in prefixes:
+            tails = ["/".join(prefix.split("/")[i:]) for i in range(len(prefix.split("/")))] if deep else [prefix]
+            if any(fnmatch.fnmatchcase(t, p[3:] if deep else p.rstrip("/")) for t in tails):
+                return True
+    return False
+
+
+def test_the_build_context_leaves_out_secrets_and_the_device_cache():
+    patterns = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+                if line.strip() and not line.startswith("#")]
+    for path in (".env", "docker/.env", "key.pem", "conf/tls/server.pem", ".device-cache/h100/x.json"):
+        assert _docker_ignores(patterns, path), path
+    for path in ("harness/cli.py", "conf/config.yaml", "docker/requirements.lock"):
+        assert not _docker_ignores(patterns, path), path

@@ -328,3 +328,28 @@ def test_a_cold_run_keeps_every_framework_s_cache_in_the_op_s_and_starts_with_it
     assert tool.main(["env", "rmsnorm", "--cache", str(cache)]) == 0
     printed = dict(pair.split("=", 1) for pair in capsys.readouterr().out.split())
     assert printed == {k: envs[-1][k] for k in printed} and len(printed) == 5
+
+
+def test_bootstrap_s_editable_install_prints_no_setuptools_warning_box(tmp_path):
+    """scripts/bootstrap's `pip install -e .` printed setuptools' boxed "Editable installation"
+    warning, which a newcomer reads as an error: the warning filter bootstrap gives pip, on
+    an editable install of a one-file package (no index, the venv's setuptools)."""
+    import os
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+    bootstrap = (Path(__file__).resolve().parent.parent / "scripts" / "bootstrap").read_text()
+    given = re.search(r'PYTHONWARNINGS="([^"]+)"\s*\\?\s*\.venv/bin/python -m pip install', bootstrap)
+    assert given, "scripts/bootstrap gives pip no warning filter"
+    (tmp_path / "pkg" / "tiny").mkdir(parents=True)
+    (tmp_path / "pkg" / "tiny" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "tiny"\nversion = "0"\n')
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                           "--no-index", "--prefix", str(tmp_path / "prefix"), "-e", str(tmp_path / "pkg")],
+                          env={**os.environ, "PYTHONWARNINGS": given.group(1)},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "Editable installation" not in proc.stdout + proc.stderr and "!!" not in proc.stderr, proc.stderr

@@ -232,7 +232,7 @@ def test_a_persistent_grid_is_what_the_gpu_runs_at_once(warps):
     x = torch.randn(rows, cols, device="cuda")
     g, b = torch.randn(cols, device="cuda"), torch.randn(cols, device="cuda")
     ys = [torch.empty_like(x), torch.empty_like(x)]
-    cfg = dict(rows=1, num_warps=warps, hints="plain", early=False, ordered=False, reload=False, loop_block=0)
+    cfg = dict(rows=1, num_warps=warps, hints="plain", early=False, ordered=False, loop_block=0)
     fixed = dict(VARIANT=1, BLOCK=cols, ON_CHIP=True, EVEN=True, GROUP=4)
     launches = [row_launcher(_layernorm, {**cfg, "persistent": p, "prefetch": p}, rows, x.device,
                              x, g, b, y, rows, cols, 1e-5, **fixed) for p, y in zip((True, False), ys)]

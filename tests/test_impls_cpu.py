@@ -21,9 +21,8 @@ for _fw in FRAMEWORKS.values():
 # kernels' code does not depend on where the limit is).
 LOOPED_LIMIT = 4096
 # 9x781: masked columns, and a last tile short of rows (tiles of up to 4 rows). 33001:
-# whole tiles and a ragged tail, in the interpreter's 1024-element elementwise tiles (33
-# programs) and in the 1-D reduction's 8192-element ones (five programs, the last taking
-# the tail).
+# whole tiles and a ragged tail, in the elementwise rule's 2048-element tiles (17 programs)
+# and in the 1-D reduction's 8192-element ones (five programs, the last taking the tail).
 SHAPES = {1: [(1,), (4096,), (33001,)], 2: [(1, 1), (4, 4096), (9, 781), (2, 5000)]}
 
 

@@ -76,3 +76,15 @@ def test_a_terminal_gets_a_bar_with_an_eta_and_the_phase_in_it(tmp_path):
     assert "eta" in text and "━" in text and "/4" in text, text[-3000:]   # the bar: done of 4, and its ETA
     assert SAID in text
     assert "[4/4] copy eager float32 3000: ok" in text and "GB/s (% of roof)" in text
+
+
+def test_a_log_says_a_phase_once_a_case(capsys):
+    """torch.compile said "compiling" twice a case (again for the batch-invariance rows)."""
+    from harness.progress import RunProgress, phase
+    with RunProgress(2, live=False) as bar:
+        bar.case("rmsnorm torch_compile float32 3x1000")
+        phase("torch.compile: compiling")
+        phase("torch.compile: compiling")
+        bar.case("rmsnorm torch_compile float32 4x4096")
+        phase("torch.compile: compiling")
+    assert capsys.readouterr().out.count(": torch.compile: compiling\n") == 2

@@ -113,6 +113,42 @@ def test_a_framework_setting_makes_a_series_of_its_own():
     assert kinds(rep.new) == ["new"] and not rep.improvements and kinds(rep.vanished) == ["vanished"]
 
 
+def test_a_cpu_time_counts_only_beyond_its_floor_and_an_interpreter_time_never(tmp_path, capsys):
+    """A CPU's wall clock moves with the other processes on its cores (eager softmax fp32
+    3x1000: 5.1 us alone, 11,958 us beside another process), and an interpreter's time is
+    no kernel's: harness-compare called both regressions ("+235091%", exit 1, and a
+    one-sample interpreter time)."""
+    import json
+
+    from harness.compare import main
+    from harness.record import Record
+    from harness.regress import CPU_WALL_FLOOR
+    cpu = ("softmax", "eager", "-", "float32", "3x1000", "cpu")
+
+    def at(median, timer, spread=0.0):
+        return Point(cpu, 0, "ok", True, True, median, median * (1 - spread / 2), median * (1 + spread / 2),
+                     timer=timer)
+    wall = lambda median: {cpu: [at(median, "wall")]}  # noqa: E731
+    assert compare([at(18.0, "wall")], wall(10.0), TH).regressions == []       # +80%: the cores were shared
+    assert kinds(compare([at(10.0 * (2 + CPU_WALL_FLOOR), "wall")], wall(10.0), TH).regressions) == ["slowdown"]
+    assert kinds(compare([at(10.0, "wall")], wall(18.0), TH).improvements) == []
+    interpreted = {cpu: [at(9_000.0, "wall_interpreter")]}
+    rep = compare([at(30_000.0, "wall_interpreter")], interpreted, TH)
+    assert (rep.regressions, rep.improvements, rep.compared) == ([], [], 1)
+
+    def rec(impl, median, timer, ts):
+        return Record("softmax", impl, "-", "float32", [3, 1000], device="cpu", status="ok", timer=timer,
+                      median_us=median, p10_us=median, p90_us=median, samples=1, passed=True,
+                      deterministic=True, timestamp=ts).as_dict()
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text("".join(json.dumps(r) + "\n" for r in [rec("eager", 5.1, "wall", "2026-12-01"),
+                                                        rec("triton", 9_000.0, "wall_interpreter", "2026-12-01")]))
+    b.write_text("".join(json.dumps(r) + "\n" for r in [rec("eager", 8.9, "wall", "2026-12-02"),
+                                                        rec("triton", 30_000.0, "wall_interpreter", "2026-12-02")]))
+    assert main([str(a), str(b)]) == 0
+    assert "a CPU's wall-clock time above 100%" in capsys.readouterr().out
+
+
 def test_two_results_files_compared_case_by_case(tmp_path, capsys):
     """harness-compare: the nightly rule between two runs' files; exit 1 on a regression."""
     import json

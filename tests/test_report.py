@@ -1,6 +1,7 @@
 """harness.report: the plots (their content, not only their files) and the self-contained report."""
 import math
 
+import matplotlib.colors
 import pytest
 
 from harness import report
@@ -92,3 +93,46 @@ def test_a_failed_case_shows_its_status_not_a_rate_in_the_heatmap():
     ax = report.roof_heatmap("rmsnorm", "bfloat16", recs).axes[0]
     row = [t for t in ax.texts if t.get_position()[1] == 0]   # eager's row
     assert [t.get_text() for t in sorted(row, key=lambda t: t.get_position()[0])][0] == "FAIL"
+
+
+def test_the_command_reads_a_published_results_file_beside_its_first_run_lines(tmp_path, capsys):
+    """docs/results/<gpu>.jsonl keeps devtools/first-run's timings after its records: they are
+    no cases, and the report is drawn from the records (every other reader of the file reads it)."""
+    from pathlib import Path
+    lines = (Path(__file__).resolve().parent.parent / "docs" / "results" / "h200.jsonl").read_text().splitlines()
+    first_runs = [line for line in lines if '"kind": "first_run"' in line]
+    published = tmp_path / "h200.jsonl"
+    published.write_text("\n".join([line for line in lines if line not in first_runs][:4] + first_runs) + "\n")
+    assert first_runs and report.main([str(published), "--out", str(tmp_path / "out")]) == 0, capsys.readouterr().err
+    assert "not a harness record" not in capsys.readouterr().err and (tmp_path / "out" / "report.html").exists()
+
+
+def test_a_status_is_red_only_where_something_went_wrong_and_a_cached_rate_keeps_its_mark():
+    """report.html styled `ok` (an interpreter's case, no rate) red like `skipped`, and its
+    GB/s cells dropped the `c` the time column gives a CPU case that sits in the CPU's cache."""
+    interpreted = case("triton", (16, 4096), None)
+    interpreted.timer, interpreted.median_us, interpreted.device = "wall_interpreter", 9000.0, "cpu"
+    cached = case("eager", (16, 4096), 6.7)
+    cached.timer, cached.device, cached.provenance = "wall", "cpu", {"cpu_cache_bytes": 32 << 20}
+    skipped = case("cuda", (16, 4096), None, status="skipped")
+    failed = case("liger", (16, 4096), None, status="fail")
+    control = case("eager", (16, 4096), None, variant="naive", status="fail", control=True)
+    cells = {r.impl_label: report._cell(r) for r in (interpreted, cached, skipped, failed, control)}
+    assert cells["triton"] == '<span class="quiet">ok</span>'
+    assert cells["cuda"] == '<span class="quiet">skipped</span>'
+    assert cells["eager/naive"] == '<span class="quiet">xfail</span>'
+    assert cells["liger"] == '<span class="bad">FAIL</span>'
+    assert cells["eager"].startswith("6.7") and '<span class="mark">c</span>' in cells["eager"]
+    page = report.table([interpreted, cached, skipped, failed, control])
+    assert page.count('class="bad"') == 1 and "6.7" in page
+
+
+def test_a_plot_of_more_series_than_colours_tells_each_apart():
+    """More than ten impls and variants (rmsnorm has up to 20): the eleventh took the first's
+    blue (triton and cuda/block_per_row)."""
+    recs = [case(f"impl{i:02d}", shape, 100.0 + i) for i in range(23) for shape in ((16, 4096), (32768, 4096))]
+    ax = report.bandwidth_plot("rmsnorm", "bfloat16", recs).axes[0]
+    series = [line for line in ax.get_lines() if line.get_label().startswith("impl")]
+    assert len(series) == 23
+    looks = {(matplotlib.colors.to_hex(line.get_color()), line.get_linestyle()) for line in series}
+    assert len(looks) == 23

@@ -269,3 +269,56 @@ def test_first_run_lines_that_cannot_be_placed_are_left_out_and_said(tmp_path, c
     out = capsys.readouterr().out
     assert "left out 2 first-run lines" in out and "not case records" not in out
     assert [r["seconds"] for r in saved(tmp_path / "results")] == [90.0]
+
+
+def test_a_damaged_record_is_named_by_line_and_field_and_every_reader_reads_the_rest(tmp_path, capsys):
+    """A record without its record_id is read (its id made from the line, so an upload of the
+    file again finds it), one with a field of the wrong type is left out; each named with its
+    line and field on stderr, by the one reader every tool uses: harness-report,
+    harness-results, harness-compare and scripts/summarize, none with a traceback."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from harness import compare, report
+    good = [case("triton", (16, 4096), 50.0), case("liger", (16, 4096), 40.0, role="peer"),
+            case("triton", (32, 4096), 50.0), case("liger", (32, 4096), 45.0, role="peer")]
+    rows = [r.as_dict() for r in good]
+    del rows[1]["record_id"]
+    rows[2]["shape"] = "4096x4096"
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    said = (f"{damaged}, line 2: no record_id: read, its id made from the line",
+            f'{damaged}, line 3: shape is "4096x4096", not a list of whole numbers: left out')
+    said_in = lambda err: all(s in err for s in said)  # noqa: E731
+
+    records, _ = results.read(damaged)
+    assert [(r.impl, r.shape) for r in records] == [("triton", [16, 4096]), ("liger", [16, 4096]),
+                                                    ("liger", [32, 4096])]
+    assert records[1].record_id == results.read(damaged)[0][1].record_id != ""   # the same id each time
+    assert said_in(capsys.readouterr().err)
+
+    assert report.main([str(damaged), "--out", str(tmp_path / "report")]) == 0
+    assert said_in(capsys.readouterr().err)
+    assert results.main([str(damaged), "--dir", str(tmp_path / "published")]) == 0
+    assert said_in(capsys.readouterr().err) and len(saved(tmp_path / "published")) == 3
+    assert compare.main([str(damaged), str(damaged)]) == 0
+    assert said_in(capsys.readouterr().err)
+    summarize = Path(__file__).resolve().parent.parent / "scripts" / "summarize"
+    proc = subprocess.run([sys.executable, str(summarize), str(damaged)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and said_in(proc.stderr), proc.stderr
+    assert "| rmsnorm | bfloat16 | 16x4096 | triton 50 GB/s |" in proc.stdout and "Traceback" not in proc.stderr
+
+
+def test_a_page_s_own_data_with_a_damaged_record_is_refused_not_rewritten_without_it(tmp_path, capsys):
+    out = tmp_path / "results"
+    assert results.main([str(results_file(tmp_path / "a.jsonl", [case("triton", (16, 4096), 50.0)])),
+                         "--dir", str(out)]) == 0
+    data = out / "h200.jsonl"
+    row = json.loads(data.read_text())
+    row["median_us"] = "fast"
+    data.write_text(json.dumps(row) + "\n")
+    assert results.main([str(results_file(tmp_path / "b.jsonl", [case("eager", (16, 4096), 30.0)])),
+                         "--dir", str(out)]) == 2
+    assert f'{data}, line 1: a damaged record: median_us is "fast", not a number or null' in capsys.readouterr().err
+    assert json.loads(data.read_text())["median_us"] == "fast"

@@ -1,10 +1,11 @@
 """JSONL, the console table, and MLflow against a real sqlite store; upload after an outage."""
 import json
+import re
 import socket
 
 import pytest
 
-from harness.record import Record
+from harness.record import INTERRUPTED, Record
 from harness.sinks import console, jsonl
 from harness.sinks.mlflow import MlflowLogger, TrackingUnavailable, upload
 from harness.upload import main as upload_main
@@ -102,7 +103,7 @@ def test_mlflow_layout_in_a_real_sqlite_store(tmp_path):
     logger = MlflowLogger(uri, "kernel-harness")
     for r in recs:
         assert logger.log(r)
-    logger.finish("inv1", [], {"n_ok": 3})
+    logger.finish("inv1", recs)
     client, cases = mlflow_runs(uri, "case")
     assert len(cases) == 4
     big = next(c for c in cases if c.data.params["shape"] == "32768x4096")
@@ -121,7 +122,9 @@ def test_mlflow_layout_in_a_real_sqlite_store(tmp_path):
     assert {s.info.status for s in series} == {"FINISHED"}   # none left RUNNING
     exp = client.get_experiment_by_name("kernel-harness")
     assert exp.tags["mlflow.experimentKind"] == "custom_model_development"   # the UI opens on runs
-    assert logger.experiment_path() == f"/#/experiments/{exp.experiment_id}?workflowType=machine_learning"
+    assert logger.ui_path("inv1", "report.html") == (f"/#/experiments/{exp.experiment_id}/runs/{inv[0].info.run_id}"
+                                                     "/artifacts/report.html?workflowType=machine_learning")
+    assert logger.ui_path("no-such-invocation") == f"/#/experiments/{exp.experiment_id}?workflowType=machine_learning"
     assert big.data.tags["mlflow.parentRunId"] == triton.info.run_id
     assert triton.data.tags["mlflow.parentRunId"] == inv[0].info.run_id
 
@@ -143,7 +146,7 @@ def test_a_local_sqlite_store_writes_ahead_and_a_network_one_keeps_sqlite_s_defa
     logger = MlflowLogger(f"sqlite:///{db}", "kernel-harness")
     for r in records("inv-wal"):
         assert logger.log(r)
-    logger.finish("inv-wal", [], {"n_ok": 3})
+    logger.finish("inv-wal", records("inv-wal"))
     assert sqlite3.connect(db).execute("PRAGMA journal_mode").fetchone()[0] == journal
     _, cases = mlflow_runs(f"sqlite:///{db}", "case")
     assert len(cases) == 4
@@ -162,13 +165,15 @@ def test_upload_is_idempotent(tmp_path):
     assert len(client.get_metric_history(triton.info.run_id, "gbps_C4096")) == 3
 
 
-@pytest.mark.parametrize("status,control,colour", [
-    ("ok", False, "FINISHED"), ("skipped", False, "FINISHED"), ("fail", True, "FINISHED"),   # xfail
-    ("ok", True, "FAILED"),   # XPASS: the negative control's inputs are too weak
-    ("fail", False, "FAILED"), ("invalid", False, "FAILED"), ("crash", False, "FAILED")])
-def test_a_case_runs_mlflow_status_reads_as_the_ui_colours_it(status, control, colour):
+@pytest.mark.parametrize("status,control,colour,reason", [
+    ("ok", False, "FINISHED", ""), ("skipped", False, "FINISHED", ""), ("fail", True, "FINISHED", ""),   # xfail
+    ("ok", True, "FAILED", ""),   # XPASS: the negative control's inputs are too weak
+    ("fail", False, "FAILED", ""), ("invalid", False, "FAILED", ""), ("crash", False, "FAILED", ""),
+    ("error", False, "KILLED", INTERRUPTED)])   # cut by a Ctrl-C: not a failure of the impl
+def test_a_case_runs_mlflow_status_reads_as_the_ui_colours_it(status, control, colour, reason):
     from harness.sinks.mlflow import run_status
-    r = Record("layernorm", "triton", "naive", "float32", [4, 8], status=status, negative_control=control)
+    r = Record("layernorm", "triton", "naive", "float32", [4, 8], status=status, negative_control=control,
+               reason=reason)
     assert run_status(r) == colour
 
 
@@ -360,3 +365,238 @@ def test_a_name_that_does_not_resolve_is_said_whole_too():
                   "or service not known)\"))")
     assert explain(e) == ("http://mlflow:5000/api/2.0/mlflow/runs/create did not answer "
                           "(Name or service not known, errno -2)")
+
+
+def test_a_record_the_disk_cannot_take_leaves_the_file_as_it_was_and_names_the_disk(tmp_path, monkeypatch):
+    """The disk fills mid-line (a write that takes part of the line, then ENOSPC): the part is
+    taken back, so the file holds whole records only and the next one that fits reads back."""
+    import errno
+    import os
+    sink = jsonl.JsonlSink(tmp_path / "results.jsonl")
+    first, second, third = records()[:3]
+    sink.write(first)
+    before = sink.path.read_bytes()
+    real_write, calls = os.write, []
+
+    def fills_up(fd, data):
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real_write(fd, bytes(data[:len(data) // 2]))
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "write", fills_up)
+    with pytest.raises(jsonl.NotWritten, match=r"results.jsonl cannot be written: No space left on device on the "
+                                               r"disk mounted at /"):
+        sink.write(second)
+    monkeypatch.setattr(os, "write", real_write)
+    assert sink.path.read_bytes() == before and sink.written == 1 and "No space left" in sink.error
+    sink.write(third)
+    assert [r.record_id for r in jsonl.read(sink.path)] == [first.record_id, third.record_id]
+
+
+def test_the_invocation_run_is_named_by_what_ran_where_though_its_first_case_was_skipped(tmp_path):
+    """A run's first case skipped (its record holds no provenance: every impl=all run on a CPU
+    begins with cuda): the invocation run took its GPU and commit from that record (gpu cpu,
+    git_sha None on an H200). Now from the records that have them; the run is named by its op,
+    impls and GPU, and tagged with them."""
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    skipped = Record("rmsnorm", "cuda", "-", "bfloat16", [16, 4096], device="cuda", status="skipped",
+                     reason="not built", invocation_id="inv-named")
+    recs = [skipped] + [r for r in records("inv-named") if r.status == "ok"]
+    for r in recs[1:]:
+        r.provenance = {"gpu_name": "NVIDIA H200", "git_sha": "0123abc"}
+    logger = MlflowLogger(uri, "kernel-harness")
+    for r in recs:
+        logger.log(r)
+    logger.finish("inv-named", recs)
+    _, (inv,) = mlflow_runs(uri, "invocation")
+    assert inv.data.tags["gpu"] == "NVIDIA H200" and inv.data.tags["git_sha"] == "0123abc"
+    assert inv.info.run_name == "rmsnorm · cuda, triton · NVIDIA H200"
+    assert inv.data.tags["op"] == "rmsnorm" and inv.data.tags["impl"] == "cuda,triton"
+
+
+@pytest.mark.slow
+def test_the_invocation_run_counts_its_cases_as_the_console_does(tmp_path):
+    """A negative control failing as it must is xfail on the console; MLflow counted it in
+    n_fail. The invocation's counts are now the console's line, word for word."""
+    from tests.helpers import run_harness
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    proc = run_harness(tmp_path, "op=layernorm", "impl=eager", "dtype=fp32", "shapes=[[4,64]]",
+                       f"tracking.uri={uri}", "isolate=false", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said = re.search(r"^cases: (.*)$", proc.stdout, re.M).group(1)
+    assert said == "1 ok, 1 xfail"
+    _, (inv,) = mlflow_runs(uri, "invocation")
+    counted = {k: v for k, v in inv.data.metrics.items() if k.startswith("n_") and k != "n_not_run"}
+    assert counted == {"n_ok": 1.0, "n_xfail": 1.0} and inv.data.metrics["n_not_run"] == 0
+
+
+def _first_run_on_a_new_store(uri: str, invocation: str, start, failures) -> None:
+    """One of several processes that open a store no one has created, at once."""
+    try:
+        start.wait()
+        logger = MlflowLogger(uri, "kernel-harness")
+        for r in records(invocation):
+            logger.log(r)
+        logger.finish(invocation, records(invocation))
+    except Exception as e:  # noqa: BLE001 - the parent asserts there were none
+        failures.put(f"{invocation}: {type(e).__name__}: {str(e)[:300]}")
+
+
+@pytest.mark.slow
+def test_first_runs_at_once_on_a_new_sqlite_store_are_all_logged_and_leave_it_usable(tmp_path):
+    """Three runs opening one new sqlite store at the same moment: each created and migrated its
+    tables ("duplicate column name: step"), so one logged nothing (and exited 0), and a store can
+    be left half migrated for good. The store's creation is serialised: every run's records are
+    there, and the store opens again."""
+    import multiprocessing
+    uri = f"sqlite:///{tmp_path}/store/mlflow.db"
+    (tmp_path / "store").mkdir()
+    ctx = multiprocessing.get_context("spawn")
+    start, failures = ctx.Barrier(3), ctx.Queue()
+    procs = [ctx.Process(target=_first_run_on_a_new_store, args=(uri, f"inv-at-once-{i}", start, failures))
+             for i in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=300)
+    said = [failures.get() for _ in range(failures.qsize())]
+    assert said == [] and [p.exitcode for p in procs] == [0, 0, 0]
+    _, cases = mlflow_runs(uri, "case")
+    assert sorted(c.data.tags["harness.invocation_id"] for c in cases) == sorted(
+        f"inv-at-once-{i}" for i in range(3) for _ in range(4))
+    assert upload(records("inv-after"), uri, "kernel-harness") == (4, 0)   # the store is whole
+
+
+def _case_runs(uri):
+    from mlflow.entities import ViewType
+    from mlflow.tracking import MlflowClient
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("kernel-harness")
+    return client.search_runs([exp.experiment_id], "tags.`harness.kind` = 'case'", run_view_type=ViewType.ACTIVE_ONLY,
+                              max_results=1000)
+
+
+def test_upload_removes_a_running_copy_of_a_record_that_is_logged_whole(tmp_path):
+    """A Ctrl-C while a case run was created against a server: the request went on in a server
+    worker after the retry had logged the record whole, leaving a second run of the record,
+    RUNNING, with no metrics. Upload saw the record as there and never removed the copy."""
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    recs = [r for r in records("inv-copy") if r.status == "ok"]
+    logger = MlflowLogger(uri, "kernel-harness")
+    for r in recs:
+        logger.log(r)
+    logger.finish("inv-copy", recs)
+    logger.client.create_run(logger.experiment_id, tags={"harness.kind": "case", "harness.invocation_id": "inv-copy",
+                                                         "harness.record_id": recs[1].record_id})
+    assert upload(recs, uri, "kernel-harness") == (0, len(recs))
+    cases = _case_runs(uri)
+    assert sorted(c.data.tags["harness.record_id"] for c in cases) == sorted(r.record_id for r in recs)
+    assert {c.info.status for c in cases} == {"FINISHED"}
+
+
+def test_a_run_whose_logging_a_sigint_cut_removes_the_copy_the_cut_request_made(tmp_path, monkeypatch):
+    """The same, within the run: the SIGINT lands in a case run's creation, the record is
+    logged again, then the cut request's run appears: the run's end removes it."""
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    recs = [r for r in records("inv-cut-copy") if r.status == "ok"]
+    logger = MlflowLogger(uri, "kernel-harness")
+    logger.log(recs[0])
+    create, calls = logger.client.create_run, []
+
+    def cut_once(*args, **kwargs):
+        calls.append(kwargs.get("tags", {}).get("harness.record_id"))
+        if calls.count(recs[1].record_id) == 1:
+            raise KeyboardInterrupt
+        return create(*args, **kwargs)
+    monkeypatch.setattr(logger.client, "create_run", cut_once)
+    with pytest.raises(KeyboardInterrupt):
+        logger.log(recs[1])
+    assert logger.log(recs[1])
+    # the cut request, done by the server after the record was logged again
+    create(logger.experiment_id, tags={"harness.kind": "case", "harness.invocation_id": "inv-cut-copy",
+                                       "harness.record_id": recs[1].record_id})
+    logger.finish("inv-cut-copy", recs[:2], interrupted=True)
+    cases = _case_runs(uri)
+    assert sorted(c.data.tags["harness.record_id"] for c in cases) == sorted(r.record_id for r in recs[:2])
+    assert {c.info.status for c in cases} == {"FINISHED"}
+
+
+@pytest.mark.slow
+def test_a_server_that_dies_during_upload_is_one_line_and_the_command_to_rerun(tmp_path, capsys, monkeypatch):
+    """The tracking server stopped after a few records of an upload: a 117-line traceback and
+    exit 1. Now one line saying what failed and the command that uploads the rest; that
+    command, once the server is back, puts every record there once."""
+    from tests.helpers import MlflowServer
+    srv = MlflowServer(tmp_path / "mlflow", workers=1).start()
+    try:
+        path = tmp_path / "run" / "results.jsonl"
+        sink = jsonl.JsonlSink(path)
+        recs = [r for _ in range(3) for r in records("inv-dies")]
+        for r in recs:
+            r.record_id = f"dies-{id(r)}"
+            sink.write(r)
+        original, logged = MlflowLogger.log, []
+
+        def server_dies_at_the_fifth(self, r):
+            logged.append(r)
+            if len(logged) == 5:
+                srv.stop()
+            return original(self, r)
+        monkeypatch.setattr(MlflowLogger, "log", server_dies_at_the_fifth)
+        assert upload_main([str(path), "--tracking-uri", srv.uri]) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 2, err
+        assert err[0].startswith(f"harness-upload: error: {srv.uri}/api/") and "did not answer" in err[0], err
+        assert f"{path} was not uploaded whole" in err[0]
+        assert err[1].endswith(f"harness-upload {path} --tracking-uri {srv.uri}"), err
+        monkeypatch.setattr(MlflowLogger, "log", original)
+        srv.start()
+        assert upload_main(err[1].split()[1:]) == 0
+        cases = _case_runs(srv.uri)
+        assert sorted(c.data.tags["harness.record_id"] for c in cases) == sorted(r.record_id for r in recs)
+        assert {c.info.status for c in cases} == {"FINISHED"}
+    finally:
+        srv.stop()
+
+
+def test_an_upload_of_a_killed_runs_file_says_how_many_cases_never_ran(tmp_path, capsys):
+    """A run killed (kill -9) after 4 of its 9 cases: its file holds 4 records, each naming its
+    plan's size. Uploaded, its MLflow run read FINISHED, nothing said of the 5 cases that never
+    ran. Now KILLED, n_not_run 5, and the upload says so."""
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join(json.dumps({**r.as_dict(), "plan_cases": 9}) + "\n" for r in records("inv-killed")))
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    assert upload_main([str(path), "--tracking-uri", uri]) == 0
+    assert f"{path}: 4 uploaded, 0 already there; 5 cases never ran (their run was cut before them)" in \
+        capsys.readouterr().out
+    _, (inv,) = mlflow_runs(uri, "invocation")
+    assert inv.info.status == "KILLED"
+    assert inv.data.metrics["n_not_run"] == 5 and inv.data.metrics["n_ok"] == 3 and inv.data.metrics["n_skipped"] == 1
+
+
+@pytest.mark.slow
+def test_a_run_killed_mid_way_and_uploaded_reads_killed_with_the_cases_it_never_reached(tmp_path, capsys):
+    """The same with a real run, killed (SIGKILL, its worker too) after its second record."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.helpers import ROOT
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "op=all", "impl=eager", "sweep=smoke", "tracking=none",
+                             f"hydra.run.dir={tmp_path}/run", "roof.bytes=4194304"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    path, deadline = tmp_path / "run" / "results.jsonl", time.monotonic() + 300
+    while not (path.exists() and path.read_text().count("\n") >= 2) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    planned = int(re.search(r"^harness: (\d+) cases", proc.communicate()[0], re.M).group(1))
+    written = len(jsonl.read(path))
+    assert 2 <= written < planned
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    assert upload_main([str(path), "--tracking-uri", uri]) == 0
+    assert f"{planned - written} cases never ran" in capsys.readouterr().out
+    _, (inv,) = mlflow_runs(uri, "invocation")
+    assert inv.info.status == "KILLED" and inv.data.metrics["n_not_run"] == planned - written

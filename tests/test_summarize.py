@@ -2,6 +2,7 @@
 import json
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -10,6 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def rec(impl, gbps, variant="-", status="ok", shape=(16, 4096), dtype="bfloat16", ts="2026-11-29T10:00:00",
         **extra):
     return {"op": "rmsnorm", "impl": impl, "variant": variant, "dtype": dtype, "shape": list(shape),
+            "record_id": uuid.uuid4().hex,
             "bytes": shape[0] * shape[1] * 4, "gbps": gbps, "pct_roof": gbps and gbps / 43, "status": status,
             "timestamp": ts, "impl_config": {}, "provenance": {"gpu_uuid": "GPU-a"}, **extra}
 

@@ -55,7 +55,15 @@ def test_wall_timer_stops_on_budget_and_measures_real_time():
     budget = TimingBudget(min_samples=3, max_samples=1000, max_seconds=0.2, target_spread=0.0)
     t = WallTimer().time(lambda: time.sleep(0.01), budget, 0)
     assert 3 <= t.samples <= 25 and 9_000 < t.median_us < 40_000 and t.timer == "wall"
-    assert WallTimer(interpreter=True).time(lambda: None, budget, 0).timer == "wall_interpreter"
+
+
+def test_an_interpreter_is_timed_by_one_launch_and_no_warm_up():
+    """An interpreter's time claims no speed: one launch shows the launcher runs, where the
+    CPU sweep's budget took a warm-up and up to 50 samples of a launch of up to seconds."""
+    launches = []
+    budget = TimingBudget(min_samples=5, max_samples=50, max_seconds=0.2)
+    t = WallTimer(interpreter=True).time(lambda: launches.append(1), budget, 0)
+    assert t.timer == "wall_interpreter" and t.samples == 1 and len(launches) == 1
 
 
 def test_wall_timer_stops_early_when_the_spread_is_small():
@@ -286,3 +294,11 @@ def test_no_module_under_harness_imports_a_framework():
             found += [f"{path.relative_to(harness.parent)}:{node.lineno} imports {name}"
                       for name in names if name.split(".")[0] in frameworks]
     assert not found, "\n".join(found)
+
+
+def test_a_cpu_roof_is_kept_for_the_thread_count_it_was_measured_on():
+    """A CPU case runs on harness.runner.CPU_THREADS threads: a roof a run on more threads kept
+    is another machine's roof."""
+    prov = {"cpu_model": "AMD EPYC"}
+    keys = {roofline.device_key(torch.device("cpu"), {**prov, "cpu_threads": n}) for n in (1, 2)}
+    assert len(keys) == 2

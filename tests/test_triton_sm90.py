@@ -99,13 +99,6 @@ def test_one_program_per_row_loads_unpredicated(report):
     assert len(several) >= 4 and all(several.values()), several
 
 
-def test_every_kernel_has_a_source_hash_for_the_tuning_cache(report):
-    """The tuning cache keys a choice by the kernel's source with its callees (Triton's
-    cache_key), which exists only off the interpreter: read in the report's process."""
-    keys = {name.split(":")[0]: r["cache_key"] for name, r in report.items() if "cache_key" in r}
-    assert len(keys) == len({k.split(":")[0] for k in report}) and all(len(k) >= 32 for k in keys.values())
-
-
 def test_a_row_kernel_takes_one_binary_whatever_the_batch(report):
     """RMSNorm's row kernel leaves its row and program counts unspecialised (rows.BATCH_ARGS):
     the tuner's problems (an odd row count, 2048, 16), one row and a persistent grid launch

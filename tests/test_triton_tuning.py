@@ -1,6 +1,7 @@
-"""The tuner (harness.tuner) with Triton's row config space (impls/_frameworks/triton),
-without a GPU: which configs it tries, and how it weighs the large problem against the
-small ones; the launch plumbing it times."""
+"""Triton's row configs without a GPU: the rule a run takes where no table holds the row
+length and the checker a table's entry must pass (impls/_frameworks/triton/rows.py); the
+search behind harness-tune (harness.tuner) over Triton's row config space: which configs it
+tries, and how it weighs the large problem against the small ones; the launch plumbing."""
 import pytest
 import torch
 
@@ -19,13 +20,13 @@ def _same_bits(a, b):
     return tuner.same_bits(a, b, NEUTRAL)
 
 
-def _space(key, cols, block, dtype, scratch, bind, options, kernel=None, on_chip=True):
-    return triton_rows.space(key, cols, block, on_chip, dtype, None, scratch, bind, options=options, kernel=kernel)
+def _space(key, cols, block, dtype, scratch, bind, options, on_chip=True):
+    return triton_rows.space(key, cols, block, on_chip, dtype, None, scratch, bind, options=options)
 
 
-def _tune_rows(key, cols, block, dtype, scratch, bind, options, kernel=None):
+def _tune_rows(key, cols, block, dtype, scratch, bind, options):
     key = (*key, str(dtype))
-    return tuner.tune_rows(key, _space(key, cols, block, dtype, scratch, bind, options, kernel))
+    return tuner.tune_rows(key, _space(key, cols, block, dtype, scratch, bind, options))
 
 
 def _for_batch(tuned, key, dtype, batch_rows, scratch, bind, cols=4096, options=triton_rows.ROW_OPTIONS):
@@ -96,15 +97,13 @@ def test_choose_skips_configs_that_did_not_run_and_says_when_none_did():
 
 def test_the_interpreter_takes_the_tallest_tile(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    config, table = triton_rows.row_choice(("test", 781), 781, 781, 1024, True, torch.float32, None, None, None,
-                                           options=triton_rows.ROW_OPTIONS)
+    config = triton_rows.row_choice(("test", "-"), 781, 781, 1024, True, torch.float32, None, None, None,
+                                    options=triton_rows.ROW_OPTIONS)
     assert config == dict(rows=4, num_warps=16, persistent=True, hints="plain", prefetch=True, early=True,
-                                ordered=False, loop_block=0, maxnreg=0)
-    assert table == {}
-    tuner._tuned.pop(("test", 781, "torch.float32"))
+                          ordered=False, loop_block=0, source="interpreter")
 
 
-# Every switch the tuner may pick on the GPU, forced one combination at a time under the
+# Every switch a table may hold on the GPU, forced one combination at a time under the
 # interpreter (the interpreter itself would always take the same one), through the
 # harness's checks against the float64 reference: ragged rows, masked columns, a last tile
 # with fewer rows than ROWS, and the adversarial inputs. The looped path's tile (loop_block;
@@ -118,54 +117,51 @@ SWITCHES = [dict(rows=1, persistent=False, prefetch=False, early=False, ordered=
             dict(rows=2, persistent=False, prefetch=False, early=False, ordered=True, loop_block=0),
             dict(rows=4, persistent=True, prefetch=False, early=False, ordered=True, loop_block=0),
             dict(rows=1, persistent=True, prefetch=False, early=False, ordered=False, loop_block=256),
-            dict(rows=1, persistent=False, prefetch=False, early=True, ordered=False, loop_block=256, maxnreg=32),
+            dict(rows=1, persistent=False, prefetch=False, early=True, ordered=False, loop_block=256),
             dict(rows=1, persistent=False, prefetch=False, early=False, ordered=True, loop_block=256),
             # early, the row's loads masked on its length though it fills its block (5x512)
             dict(rows=1, persistent=False, prefetch=False, early=True, ordered=False, loop_block=0, predicated=True)]
 
 
-def _run_forced(cpu_runner, op: str, variant: str, tuning_key: tuple, config: dict) -> list:
-    """Run a Triton row op under the interpreter with ``config`` forced as the tuner's
-    choice, at a ragged shape (masked columns, a last tile short of rows) and a small one,
-    through the harness's checks; each record must pass. Returns the records."""
+def _forced(monkeypatch, config: dict) -> None:
+    """Every Triton row kernel bound from here on under the interpreter runs ``config``."""
+    monkeypatch.setattr(triton_rows, "interpreted_config", lambda *args: dict(config))
+
+
+def _run_forced(cpu_runner, monkeypatch, op: str, variant: str, config: dict) -> list:
+    """Run a Triton row op under the interpreter with ``config`` forced, at a ragged shape
+    (masked columns, a last tile short of rows) and a small one, through the harness's
+    checks; each record must pass. Returns the records."""
     from harness.runner import CaseSpec
     from harness.registry import frameworks
     frameworks()["triton"].prepare(cpu_runner.device)
+    _forced(monkeypatch, config)
     records = []
     # 5x512: a row that fills its block. LayerNorm's large_mean draws at least 128 rows below
     # 512 columns and 16 from there: 5x256 cost the interpreter 32768 elements per launch.
     for shape in ((9, 781), (5, 512)):
-        key = (*tuning_key, shape[1], "torch.bfloat16")
-        tuner._tuned[key] = tuner.Tuned(config)
-        try:
-            rec = cpu_runner.run(CaseSpec(op, "triton", variant, "bfloat16", shape))
-        finally:
-            tuner._tuned.pop(key)
+        rec = cpu_runner.run(CaseSpec(op, "triton", variant, "bfloat16", shape))
         assert rec.status == "ok" and rec.passed, f"{shape}: {rec.status}: {rec.reason}\n{rec.traceback}"
         records.append(rec)
     return records
 
 
 @pytest.mark.parametrize("switches", SWITCHES, ids=lambda s: "-".join(f"{k}{int(v)}" for k, v in s.items()))
-@pytest.mark.parametrize("op,variant,tuning_key", [("rmsnorm", "-", ("rmsnorm",)),
-                                                   ("layernorm", "welford", ("layernorm", 0)),
-                                                   ("layernorm", "two_pass", ("layernorm", 1)),
-                                                   ("rmsnorm_silu_mul_add", "fused", ("rmsnorm_silu_mul_add",))])
-def test_every_row_switch_matches_the_reference(cpu_runner, op, variant, tuning_key, switches):
-    if op == "layernorm":   # x read again after the statistics: on for half of the sets
-        switches = {**switches, "reload": not switches["early"]}
-    for rec in _run_forced(cpu_runner, op, variant, tuning_key, dict(num_warps=4, hints="plain", **switches)):
+@pytest.mark.parametrize("op,variant", [("rmsnorm", "-"), ("layernorm", "welford"), ("layernorm", "two_pass"),
+                                        ("rmsnorm_silu_mul_add", "fused")])
+def test_every_row_switch_matches_the_reference(cpu_runner, monkeypatch, op, variant, switches):
+    for rec in _run_forced(cpu_runner, monkeypatch, op, variant, dict(num_warps=4, hints="plain", **switches)):
         assert {k: rec.impl_config[k] for k in switches} == switches
 
 
 @pytest.mark.parametrize("persistent", [False, True])
 @pytest.mark.parametrize("variant,code", [("on_chip", 0), ("online", 1), ("three_pass", 2)])
-def test_softmax_on_either_grid_matches_the_reference(cpu_runner, variant, code, persistent):
+def test_softmax_on_either_grid_matches_the_reference(cpu_runner, monkeypatch, variant, code, persistent):
     """One program per row (no loop in the kernel: triton.device, one_tile) and a persistent grid
     walking the rows, forced under the interpreter (which itself always takes the
     persistent one), through the harness's checks."""
     config = dict(rows=1, num_warps=4, hints="plain", persistent=persistent)
-    for rec in _run_forced(cpu_runner, "softmax", variant, ("softmax", code), config):
+    for rec in _run_forced(cpu_runner, monkeypatch, "softmax", variant, config):
         assert rec.impl_config["persistent"] is persistent
 
 
@@ -209,7 +205,7 @@ def _recording(fake_time, timed):
     return measure
 
 
-def _tune_with_stand_in_times(monkeypatch, cols, fake_time, options, kernel=None, measure=None, bits=None):
+def _tune_with_stand_in_times(monkeypatch, cols, fake_time, options, measure=None, bits=None):
     """tune_rows as on a GPU for 16-bit rows of ``cols`` fitting on chip, each candidate
     timed by ``fake_time(cfg, rows)`` instead of the CUDA timer (rows: the problem's), or
     by ``measure(run, samples)`` in place of the tuner's _measure when given. With
@@ -222,7 +218,7 @@ def _tune_with_stand_in_times(monkeypatch, cols, fake_time, options, kernel=None
         monkeypatch.setattr(tuner, "digest", lambda args: args[-1][0])
         scratch, bind = _writing(bits)
     try:
-        return _tune_rows(("stand-in", cols), cols, cols, _Fp16, scratch, bind, options, kernel)
+        return _tune_rows(("stand-in", cols), cols, cols, _Fp16, scratch, bind, options)
     finally:
         tuner._tuned.pop(("stand-in", cols, str(_Fp16)), None)
 
@@ -234,14 +230,14 @@ def test_the_gpu_tuning_path_with_a_stand_in_timer(monkeypatch):
         fast = cfg.get("loop_block") == 2048 and cfg["num_warps"] == 8
         return (100.0 if fast else 110.0) * (1.02 if cfg.get("persistent") else 1.0)
 
-    tuned = _tune_with_stand_in_times(monkeypatch, 8192, fake_time, (*triton_rows.ROW_OPTIONS, "reload"))
+    tuned = _tune_with_stand_in_times(monkeypatch, 8192, fake_time, triton_rows.ROW_OPTIONS)
     assert tuned.config["loop_block"] == 2048 and tuned.config["num_warps"] == 8
     looped = [c for c in tuned.table["candidates"] if c["loop_block"]]
     assert {(c["loop_block"], c["num_warps"]) for c in looped} >= {(2048, 8), (2048, 16), (4096, 8), (4096, 16)}
-    # 16-warp looped tiles also with registers capped for four programs per SM
-    assert {(c["loop_block"], c["num_warps"]) for c in looped if c["maxnreg"] == 32} == {(2048, 16), (4096, 16)}
+    # no register cap and no second read of x among the candidates: neither is a switch
+    assert not any({"maxnreg", "reload"} & set(c) for c in tuned.table["candidates"])
     # the on-chip switches are not tried on a looped config; the grid and the hints are
-    assert not any(c["prefetch"] or c["early"] or c["reload"] for c in looped)
+    assert not any(c["prefetch"] or c["early"] for c in looped)
     assert any(c["persistent"] for c in looped) and any(c["hints"] == "stream" for c in looped)
     assert tuned.table["problems"] == {"us": f"{(256 << 20) // (8192 * 2)}x8192", "mid_us": "2048x8192",
                                        "small_us": "16x8192"}
@@ -292,7 +288,7 @@ def test_a_latency_bound_batch_takes_the_same_bits_config_fastest_on_16_rows(mon
             return 3.0 if (cfg["rows"], cfg["num_warps"]) == (1, 4) else 5.0 if cfg["early"] else 6.0
         return (100.0 if (cfg["rows"], cfg["num_warps"]) == (2, 8) else 120.0) * (1.05 if cfg["early"] else 1.0)
 
-    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, (*triton_rows.ROW_OPTIONS, "reload"))
+    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, triton_rows.ROW_OPTIONS)
     assert (tuned.config["rows"], tuned.config["num_warps"], tuned.config["early"]) == (2, 8, False)
     assert _small(tuned) is not None and _small(tuned)["early"]
     assert all(_small(tuned)[k] == v for k, v in tuned.config.items() if k not in NEUTRAL)
@@ -302,8 +298,7 @@ def test_a_latency_bound_batch_takes_the_same_bits_config_fastest_on_16_rows(mon
     assert all(tuned.for_rows(n) == tuned.config for n in (200, 2048, 10 ** 6))
     # every switch of the on-chip path was tried on the chosen tile shape
     tried = [c for c in tuned.table["candidates"] if (c["rows"], c["num_warps"]) == (2, 8)]
-    assert {s for c in tried for s in ("persistent", "prefetch", "early", "reload") if c[s]} == \
-        {"persistent", "prefetch", "early", "reload"}
+    assert {s for c in tried for s in ("persistent", "prefetch", "early") if c[s]} == {"persistent", "prefetch", "early"}
 
 
 def test_a_row_launcher_works_out_its_grid_and_arguments_once(monkeypatch):
@@ -451,78 +446,6 @@ def test_kernel_args_names_what_is_missing_or_too_many():
         triton_launch.kernel_args(k, (1, 2, 3, 4, 5), {})
 
 
-class _KernelSource:
-    """A stand-in kernel for the tuning cache: only its source hash matters."""
-
-    def __init__(self, cache_key):
-        self.cache_key = cache_key
-
-
-@pytest.fixture
-def tuning_cache_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
-    monkeypatch.setattr(tuner, "environment", lambda device: {"gpu": "stand-in H200", "triton": "3.6.0"})
-    return tmp_path
-
-
-def test_a_tuned_choice_is_kept_on_disk_for_the_next_process(monkeypatch, tuning_cache_dir):
-    """The first process measures and keeps its choice; a second one (this process's own
-    memory cleared) takes it without measuring; another kernel source, or
-    tuning=fresh, measures again."""
-    measured = []
-
-    def fake_time(cfg, rows):
-        measured.append(cfg)
-        return 100.0 if (cfg["rows"], cfg["num_warps"]) == (2, 8) else 120.0
-
-    def tune(kernel):
-        return _tune_with_stand_in_times(monkeypatch, 4096, fake_time, triton_rows.ROW_OPTIONS, kernel=kernel)
-
-    first = tune(_KernelSource("v1"))
-    assert measured and first.table["source"] == "measured" and (first.config["rows"], first.config["num_warps"]) == (2, 8)
-    n = len(measured)
-    again = tune(_KernelSource("v1"))
-    assert len(measured) == n, "a kept choice must not be measured again"
-    assert again.config == first.config and again.batches == first.batches
-    assert again.table["source"] == "cache" and again.table["measured_at"] == first.table["measured_at"]
-    assert again.table["candidates"] == first.table["candidates"]
-    tune(_KernelSource("v2"))   # the kernel's source changed: its old choice does not apply
-    assert len(measured) == 2 * n
-    monkeypatch.setenv("HARNESS_TUNING", "fresh")
-    tune(_KernelSource("v1"))
-    assert len(measured) == 3 * n
-
-
-def test_the_tuning_cache_survives_a_bad_file_and_rejects_a_bad_mode(monkeypatch, tuning_cache_dir):
-    from harness import tuning_cache
-    (tuning_cache_dir / tuning_cache.FILE).write_text("{half a file")
-    assert tuning_cache.load("anything") is None and not tuning_cache.holds_choices("gpu a")
-    stored = tuning_cache.store("entry", {"config": {"rows": 1}}, "gpu a")
-    assert tuning_cache.load("entry") == stored and "measured_at" in stored and tuning_cache.holds_choices("gpu a")
-    assert not tuning_cache.holds_choices("gpu b")   # another machine's choices are none of its own
-    assert tuner._remembered(("k",), "entry") is None   # an entry not in the tuner's form is a miss
-    monkeypatch.setenv("HARNESS_TUNING", "sometimes")
-    with pytest.raises(ValueError, match="HARNESS_TUNING='sometimes': use one of cached, fresh"):
-        tuning_cache.load("entry")
-
-
-def test_the_1d_tuner_keeps_its_choice_too(monkeypatch, tuning_cache_dir):
-    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    times = {1024: 5.0, 2048: 4.0}
-    calls = []
-    monkeypatch.setattr(tuner, "measure", lambda run, *timing: run())
-    candidates = [dict(BLOCK=b) for b in times]
-
-    def bind(cfg):
-        return lambda: calls.append(cfg) or times[cfg["BLOCK"]]
-
-    for _ in range(2):
-        tuned = tuner.tune(("stand-in-1d", 4096), candidates, bind, "stand-in", {"kernel": "k"}, None)
-        tuner._tuned.pop(("stand-in-1d", 4096))
-        assert tuned.config == dict(BLOCK=2048)
-    assert len(calls) == 2, "measured once, then taken from the cache"
-
-
 def test_a_shape_is_chosen_for_what_a_small_batch_of_its_bits_can_do(monkeypatch):
     """Two shapes within SMALL_SLACK on the large problem: kept is the one whose small batch
     runs faster once it may load its operands early (same bits), though without that
@@ -533,7 +456,7 @@ def test_a_shape_is_chosen_for_what_a_small_batch_of_its_bits_can_do(monkeypatch
             return {(1, 2): 5.3 if cfg["early"] else 6.0, (1, 8): 5.0 if cfg["early"] else 6.4}.get(shape, 7.0)
         return {(1, 2): 100.0, (1, 8): 100.5}.get(shape, 120.0) * (1.04 if cfg["early"] else 1.0)
 
-    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, (*triton_rows.ROW_OPTIONS, "reload"))
+    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, triton_rows.ROW_OPTIONS)
     assert (tuned.config["rows"], tuned.config["num_warps"]) == (1, 8) and not tuned.config["early"]
     assert _small(tuned)["early"] and _same_bits(_small(tuned), tuned.config)
     # both eligible shapes were measured with the small-batch switch, the slow ones not
@@ -553,7 +476,7 @@ def test_each_small_batch_toggle_is_measured_on_its_own_and_the_fastest_serves(m
                 - (0.9 if cfg.get("ordered") else 0.0)
         return {(1, 2): 100.0, (1, 8): 100.5}.get(shape, 120.0) * (1.04 if cfg["early"] or cfg.get("ordered") else 1.0)
 
-    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, (*triton_rows.ROW_OPTIONS, "reload"))
+    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, triton_rows.ROW_OPTIONS)
     assert (tuned.config["rows"], tuned.config["num_warps"]) == (1, 2)
     assert not (tuned.config["early"] or tuned.config["ordered"])
     assert _small(tuned)["ordered"] and not _small(tuned)["early"] and _same_bits(_small(tuned), tuned.config)
@@ -586,7 +509,7 @@ def test_another_tile_shape_that_writes_the_same_bits_may_serve_the_small_batch(
             return {(1, 4): 4.0, (2, 8): 5.0}.get(shape, 6.0) if cfg["early"] else 6.0
         return {(2, 8): 100.0, (1, 4): 104.0}.get(shape, 120.0) * (1.05 if cfg["early"] else 1.0)
 
-    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, (*triton_rows.ROW_OPTIONS, "reload"),
+    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, triton_rows.ROW_OPTIONS,
                                       bits=_warps_a_row)
     assert (tuned.config["rows"], tuned.config["num_warps"], tuned.config["early"]) == (2, 8, False)
     assert (_small(tuned)["rows"], _small(tuned)["num_warps"], _small(tuned)["early"]) == (1, 4, True)
@@ -671,7 +594,7 @@ def test_the_greedy_path_is_not_led_by_a_small_batch_switch(monkeypatch):
             return 170.0 if cfg["persistent"] else 95.0
         return 90.0 if cfg["persistent"] and cfg["prefetch"] else 100.0
 
-    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, (*triton_rows.ROW_OPTIONS, "reload"))
+    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, triton_rows.ROW_OPTIONS)
     assert tuned.config["persistent"] and tuned.config["prefetch"] and not tuned.config["early"]
 
 
@@ -721,11 +644,10 @@ def test_a_batch_between_the_problems_takes_its_own_fastest_config_of_the_chosen
 
     timed = []
     tuned, scratch, bind = _tuned_then_a_batch(monkeypatch, 1823, batch_time, timed, "other bits here")
-    cfg, table = _for_batch(tuned, ("stand-in", 4096), _Fp16, 1823, scratch, bind)
+    cfg, batch = _for_batch(tuned, ("stand-in", 4096), _Fp16, 1823, scratch, bind)
     assert (cfg["rows"], cfg["num_warps"], cfg["tuned_for_rows"]) == (1, 4, 1823)
     assert _warps_a_row(cfg) == _warps_a_row(tuned.config) and set(timed) == {1823}
-    batch = table["batch"]
-    assert batch["rows"] == 1823 and table["candidates"] == tuned.table["candidates"]
+    assert batch["rows"] == 1823
     assert all(m["regs"] == 32 * m["rows"] for m in batch["candidates"]) and "regs" not in cfg
     assert tuner.config_of(batch["candidates"][0]) == tuned.config   # the chosen config, timed first
     assert {(c["rows"], c["num_warps"]) for c in batch["candidates"]} == {(2, 8), (1, 4)}
@@ -736,8 +658,7 @@ def test_a_batch_between_the_problems_takes_its_own_fastest_config_of_the_chosen
     # a tuning problem's batch, and one from half the large problem's rows to its size: unmeasured
     large = tuned.batches[0][0]
     for rows in (tuner.SMALL_ROWS, tuner.MID_ROWS, large // 2, large - 1, large):
-        assert _for_batch(tuned, ("stand-in", 4096), _Fp16, rows, scratch, bind) == \
-            (tuned.for_rows(rows), tuned.table)
+        assert _for_batch(tuned, ("stand-in", 4096), _Fp16, rows, scratch, bind) == (tuned.for_rows(rows), {})
     assert not timed
 
 
@@ -754,9 +675,9 @@ def test_a_batch_larger_than_the_large_problem_is_measured_itself(monkeypatch):
     timed = []
     tuned, scratch, bind = _tuned_then_a_batch(monkeypatch, twice, batch_time, timed, "other bits")
     assert tuned.batches[0][0] == twice // 2
-    cfg, table = _for_batch(tuned, ("stand-in", 4096), _Fp16, twice, scratch, bind)
+    cfg, batch = _for_batch(tuned, ("stand-in", 4096), _Fp16, twice, scratch, bind)
     assert (cfg["rows"], cfg["num_warps"], cfg["tuned_for_rows"]) == (1, 4, twice)
-    assert set(timed) == {twice} and table["batch"]["rows"] == twice
+    assert set(timed) == {twice} and batch["rows"] == twice
     assert _warps_a_row(cfg) == _warps_a_row(tuned.config)
 
 
@@ -770,10 +691,10 @@ def test_a_batch_tries_the_other_cache_hints_and_grid_on_its_fastest_config(monk
     # a persistent grid writes other bits on this batch: faster, yet refused
     tuned, scratch, bind = _tuned_then_a_batch(monkeypatch, 4096, batch_time, [], "other bits")
     assert not any(c["hints"] == "stream" and (c["rows"], c["num_warps"]) == (1, 4) for c in tuned.table["candidates"])
-    cfg, table = _for_batch(tuned, ("stand-in", 4096), _Fp16, 4096, scratch, bind)
+    cfg, batch = _for_batch(tuned, ("stand-in", 4096), _Fp16, 4096, scratch, bind)
     assert (cfg["rows"], cfg["num_warps"], cfg["hints"], cfg["persistent"]) == (1, 4, "stream", False)
-    tried = [(c["rows"], c["num_warps"], c["hints"], c["persistent"]) for c in table["batch"]["candidates"]]
-    configs = [tuple(sorted(tuner.config_of(c).items())) for c in table["batch"]["candidates"]]
+    tried = [(c["rows"], c["num_warps"], c["hints"], c["persistent"]) for c in batch["candidates"]]
+    configs = [tuple(sorted(tuner.config_of(c).items())) for c in batch["candidates"]]
     assert (1, 4, "stream", True) in tried and len(configs) == len(set(configs))   # each timed once
     # a persistent prefetching config's other grids: one program per tile, prefetching
     # nothing, and persistent without prefetching; a kernel without PREFETCH never gets it
@@ -784,37 +705,6 @@ def test_a_batch_tries_the_other_cache_hints_and_grid_on_its_fastest_config(monk
                                                                {"persistent": True, "prefetch": True}]
     assert grids({"persistent": False}) == [{"persistent": True}]
     assert grids({"persistent": True}) == [{"persistent": False}]
-
-
-def test_a_batchs_own_config_is_kept_on_disk_beside_the_tuned_choice(monkeypatch, tuning_cache_dir):
-    """A later process takes a batch's config from the tuning cache unmeasured, with the
-    measurement's table and date (a nightly series keeps its configs); tuning=fresh
-    measures it again."""
-    def fake_time(cfg, rows):
-        shape = (cfg["rows"], cfg["num_warps"])
-        if rows == 1823:
-            return 7.9 if shape == (1, 4) else 8.7
-        return 100.0 if shape == (2, 8) else 104.0 if shape == (1, 4) else 120.0
-
-    timed = []
-    scratch, bind = _writing(_warps_a_row)
-
-    def batch_config():
-        monkeypatch.setattr(tuner, "_batch_choices", {})   # a new process
-        tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, triton_rows.ROW_OPTIONS, kernel=_KernelSource("v1"),
-                                          measure=_recording(fake_time, timed), bits=_warps_a_row)
-        return _for_batch(tuned, ("stand-in", 4096), _Fp16, 1823, scratch, bind)
-
-    first, table = batch_config()
-    assert (first["rows"], first["num_warps"]) == (1, 4) and table["batch"]["source"] == "measured"
-    n = timed.count(1823)   # the chosen config and the others of its bits
-    assert n >= 2 and len(table["batch"]["candidates"]) == n
-    again, table2 = batch_config()
-    assert again == first and timed.count(1823) == n, "a kept batch config must not be measured again"
-    assert table2["batch"]["source"] == "cache" and table2["batch"]["measured_at"] == table["batch"]["measured_at"]
-    assert table2["batch"]["candidates"] == table["batch"]["candidates"]
-    monkeypatch.setenv("HARNESS_TUNING", "fresh")
-    assert batch_config()[0] == first and timed.count(1823) == 2 * n
 
 
 def test_an_on_chip_row_folds_only_where_each_thread_holds_both_halves():
@@ -840,18 +730,13 @@ def test_an_on_chip_two_pass_row_sums_as_the_2048_column_loop_does(cpu_runner, m
     gen = torch.Generator().manual_seed(cols)
     x = torch.randn(64, cols, generator=gen) * 3 + 0.5
     g, b = torch.randn(cols, generator=gen), torch.randn(cols, generator=gen)
-    key = ("layernorm", 1, cols, "torch.float32")
-    base = dict(rows=1, num_warps=4, persistent=False, hints="plain", prefetch=False, early=False, ordered=False,
-                reload=False, maxnreg=0)
+    base = dict(rows=1, num_warps=4, persistent=False, hints="plain", prefetch=False, early=False, ordered=False)
 
     def run(loop_block):
-        tuner._tuned[key] = tuner.Tuned({**base, "loop_block": loop_block})
-        try:
-            out = torch.empty_like(x)
-            ln.bind_two_pass(x, g, b, 1e-5, out)()
-            return out.view(torch.int32)
-        finally:
-            tuner._tuned.pop(key)
+        _forced(monkeypatch, {**base, "loop_block": loop_block})
+        out = torch.empty_like(x)
+        ln.bind_two_pass(x, g, b, 1e-5, out)()
+        return out.view(torch.int32)
 
     looped, folded = run(2048), run(0)
     assert torch.equal(folded, looped)
@@ -872,7 +757,7 @@ def test_a_family_just_outside_the_slack_still_gets_its_toggles_measured(monkeyp
         return base * (0.975 if shape == (1, 8) and cfg["early"] else 1.04 if cfg["early"] else 1.0)
 
     assert tuner.SMALL_SLACK < 0.015 < tuner.TOGGLE_SLACK < 0.04
-    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, (*triton_rows.ROW_OPTIONS, "reload"),
+    tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, triton_rows.ROW_OPTIONS,
                                       bits=_warps_a_row)
     assert (tuned.config["rows"], tuned.config["num_warps"], tuned.config["early"]) == (1, 8, True)
     early = {(c["rows"], c["num_warps"]) for c in tuned.table["candidates"] if c["early"] and not c["persistent"]}
@@ -888,13 +773,13 @@ def test_predicated_is_tried_with_early_on_rows_that_fill_their_block(monkeypatc
             return 4.0 if cfg.get("predicated") else 5.0
         return (100.0 if (cfg["rows"], cfg["num_warps"]) == (1, 8) else 110.0) * (1.05 if cfg["early"] else 1.0)
 
-    options = (*triton_rows.ROW_OPTIONS, "reload", "looped_early", "predicated")
+    options = (*triton_rows.ROW_OPTIONS, "looped_early", "predicated")
     tuned = _tune_with_stand_in_times(monkeypatch, 8192, fake_time, options)
     predicated = [c for c in tuned.table["candidates"] if c.get("predicated")]
     assert predicated and all(c["early"] and not c["loop_block"] for c in predicated)
     assert (tuned.config["num_warps"], tuned.config.get("predicated", False)) == (8, False)
     assert _small(tuned)["predicated"] and _same_bits(_small(tuned), tuned.config)
-    without = _tune_with_stand_in_times(monkeypatch, 8192, fake_time, (*triton_rows.ROW_OPTIONS, "reload"))
+    without = _tune_with_stand_in_times(monkeypatch, 8192, fake_time, triton_rows.ROW_OPTIONS)
     assert not any(c.get("predicated") for c in without.table["candidates"])
     monkeypatch.setattr(tuner, "measure", lambda run, *timing: fake_time(*run()))
     try:   # 6000 columns in a block of 8192: masked already
@@ -917,7 +802,7 @@ def test_the_fast_search_times_the_small_batches_only_for_bits_that_may_be_chose
 
     chosen = {}
     for search in ("fast", "exhaustive"):
-        monkeypatch.setenv("HARNESS_TUNING_SEARCH", search)
+        monkeypatch.setattr(tuner, "SEARCH", search)   # harness-tune's search=
         timed = []
         tuned = _tune_with_stand_in_times(monkeypatch, 4096, fake_time, triton_rows.ROW_OPTIONS,
                                           measure=_recording(fake_time, timed), bits=_warps_a_row)
@@ -930,9 +815,6 @@ def test_the_fast_search_times_the_small_batches_only_for_bits_that_may_be_chose
         else:
             assert all(c["mid_us"] is not None and c["small_us"] is not None for c in far)
     assert chosen["fast"] == chosen["exhaustive"]
-    monkeypatch.setenv("HARNESS_TUNING_SEARCH", "thorough")
-    with pytest.raises(ValueError, match="HARNESS_TUNING_SEARCH='thorough': use one of fast, exhaustive"):
-        tuner.effort()
 
 
 def test_the_tuning_table_says_how_long_it_took(monkeypatch):
@@ -984,7 +866,7 @@ def test_a_candidate_that_fails_to_build_is_named_in_the_table_and_the_others_ar
 
     def build_step(bind):
         def build(configs, problems):
-            return {"how": "processes", "failed": [{"candidate": triton_launch.describe(c), "kind": "compile",
+            return {"how": "threads", "failed": [{"candidate": triton_launch.describe(c), "kind": "compile",
                                                     "error": "OutOfResources"} for c in configs if is_bad(c)]}
         return build
     monkeypatch.setattr(triton_rows, "precompile", build_step)
@@ -995,7 +877,7 @@ def test_a_candidate_that_fails_to_build_is_named_in_the_table_and_the_others_ar
 
     tuned = _tune_with_stand_in_times(monkeypatch, 4096, None, triton_rows.ROW_OPTIONS, measure=measure)
     failed = tuned.table["build"]["failed"]
-    assert tuned.table["build"]["how"] == "processes" and failed
+    assert tuned.table["build"]["how"] == "threads" and failed
     assert all("rows=1 num_warps=16 " in f["candidate"] for f in failed)
     timed = [c for c in tuned.table["candidates"] if c["us"] is not None]
     assert [c for c in tuned.table["candidates"] if c["us"] is None] == \

@@ -50,11 +50,14 @@ def sig(v: float | None) -> str:
     return f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
 
 
+def marks(r: Record) -> str:
+    """What a time needs beside it to be read right: ``*`` an interpreter's, ``~`` noisy,
+    ``c`` in the CPU's cache (the table's legend, ``legend``, says each)."""
+    return ("*" if r.timer == "wall_interpreter" else "") + ("~" if noisy(r) else "") + ("c" if in_cache(r) else "")
+
+
 def _time(r: Record) -> str:
-    if r.median_us is None:
-        return "-"
-    return (f"{r.median_us:.1f}" + ("*" if r.timer == "wall_interpreter" else "")
-            + ("~" if noisy(r) else "") + ("c" if in_cache(r) else ""))
+    return "-" if r.median_us is None else f"{r.median_us:.1f}{marks(r)}"
 
 
 COLUMNS = [("shape", 13, lambda r: r.shape_str), ("impl", 26, lambda r: r.impl_label),
@@ -164,18 +167,7 @@ def _summary(records: list[Record]) -> list[str]:
     counts: dict[str, int] = defaultdict(int)
     for r in records:
         counts[status_label(r)] += 1
-    lines = ["", "cases: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))]
-    if any(r.timer == "wall_interpreter" for r in records):
-        lines.append("* interpreter wall-clock time (GPU kernels run by an interpreter on the CPU): correctness only, "
-                     "no bandwidth claimed")
-    if any(r.timer == "wall" for r in records):
-        lines.append("CPU wall-clock times: not GPU measurements")
-    if any(in_cache(r) for r in records):
-        lines.append("c: the case fits in the CPU's cache, which nothing flushes between launches: "
-                     "its GB/s are the cache's, and its % of roof says nothing of the roof")
-    if any(noisy(r) for r in records):
-        lines.append(f"~: noisy, the samples' p10-p90 spread is over {NOISY_SPREAD:.0%} of the median "
-                     f"(on a CPU, threads competing for the cores); compare such times with care")
+    lines = ["", "cases: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())), *legend(records)]
     lines += _roof_check(records)
     slow_clocks = [r for r in records if r.clock_note]
     if slow_clocks:
@@ -193,4 +185,29 @@ def _summary(records: list[Record]) -> list[str]:
             skipped.setdefault((r.impl_label, r.reason), r.op)
     for (impl, reason), _op in sorted(skipped.items()):
         lines.append(f"  skipped {impl}: {reason}")
+    if cpu_run:
+        lines.append(CPU_RUN)
     return lines
+
+
+def legend(records: list[Record]) -> list[str]:
+    """What the times' marks (``marks``) and their kinds mean, for those these records show."""
+    lines = []
+    if any(r.timer == "wall_interpreter" for r in records):
+        lines.append("* interpreter wall-clock time (GPU kernels run by an interpreter on the CPU): correctness only, "
+                     "no bandwidth claimed")
+    cpu_run = bool(records) and all(r.device == "cpu" for r in records)
+    if not cpu_run and any(r.timer == "wall" for r in records):   # beside GPU records (a report of several runs)
+        lines.append("CPU wall-clock times: not GPU measurements")
+    if any(in_cache(r) for r in records):
+        lines.append("c: the case fits in the CPU's cache, which nothing flushes between launches: "
+                     "its GB/s are the cache's, and its % of roof says nothing of the roof")
+    if any(noisy(r) for r in records):
+        lines.append(f"~: noisy, the samples' p10-p90 spread is over {NOISY_SPREAD:.0%} of the median "
+                     f"(on a CPU, other processes competing for the cores); compare such times with care")
+    return lines
+
+
+# The last line of a CPU run: what it showed, and where the rest is measured.
+CPU_RUN = ("A CPU run checks correctness (results against float64, the launcher's contract, determinism, batch "
+           "invariance); speed needs a GPU: the times above are this CPU's wall clock, no kernel's speed.")

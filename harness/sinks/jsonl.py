@@ -3,8 +3,11 @@
 reader of such files, which every tool that takes them uses."""
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -38,17 +41,62 @@ def end_a_cut_line(path: Path) -> None:
               f"its {len(data) - start} bytes dropped before this run's lines", file=sys.stderr)
 
 
+class NotWritten(Exception):
+    """A record the results file could not take (its disk full, a quota, an I/O error): the
+    message names the file and, for a lack of space, the disk."""
+
+
+FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def mount_of(path: Path) -> Path:
+    """The mount point of the filesystem that holds ``path``."""
+    path = Path(path).absolute()
+    while not os.path.ismount(path) and path != path.parent:
+        path = path.parent
+    return path
+
+
+def why_not_written(path: Path, e: OSError) -> str:
+    what = e.strerror or str(e)
+    if e.errno not in FULL:
+        return f"{path} cannot be written ({what})"
+    disk = mount_of(path)
+    try:
+        free = f", {shutil.disk_usage(disk).free >> 10} KiB free"
+    except OSError:
+        free = ""
+    return f"{path} cannot be written: {what} on the disk mounted at {disk}{free}"
+
+
 class JsonlSink:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         end_a_cut_line(self.path)
+        self.written = 0    # records this sink wrote
+        self.error = ""     # why the first record it could not write was not written
 
     def write(self, rec: Record) -> None:
-        with open(self.path, "a") as f:
-            f.write(json.dumps(rec.as_dict(), default=str) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        """The record as one line, on the disk (fsynced) when this returns; or, where the file
+        cannot take it whole, NotWritten, and the file as it was: a part of a line left at
+        its end would cut the next record's line too."""
+        line = memoryview((json.dumps(rec.as_dict(), default=str) + "\n").encode())
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            start = os.fstat(fd).st_size
+            try:
+                while line:
+                    line = line[os.write(fd, line):]
+                os.fsync(fd)
+            except OSError as e:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, start)
+                self.error = self.error or why_not_written(self.path, e)
+                raise NotWritten(why_not_written(self.path, e)) from None
+        finally:
+            os.close(fd)
+        self.written += 1
 
 
 def objects(path, cut_ok: bool = True) -> list[tuple[int, object]]:

@@ -57,8 +57,8 @@ def _welford_groups(x3, m3, cols, GROUP: tl.constexpr, EVEN: tl.constexpr):
 @triton.jit
 def _on_chip_tile(x_ptr, g_ptr, b_ptr, y_ptr, ahead, tile, programs, rows, cols, eps, VARIANT: tl.constexpr,
                   ROWS: tl.constexpr, BLOCK: tl.constexpr, EVEN: tl.constexpr, GROUP: tl.constexpr,
-                  PREFETCH: tl.constexpr, EARLY: tl.constexpr, RELOAD: tl.constexpr, LOAD: tl.constexpr,
-                  STORE: tl.constexpr, ORDERED: tl.constexpr, FOLD: tl.constexpr, FULL: tl.constexpr):
+                  PREFETCH: tl.constexpr, EARLY: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr,
+                  ORDERED: tl.constexpr, FOLD: tl.constexpr, FULL: tl.constexpr):
     """One tile of ROWS on-chip rows, normalised and stored; returns what tile_input carries
     to the next tile (PREFETCH). FULL: every row of the tile exists (tile_offsets)."""
     if ORDERED:   # g, b, then x, every load out at once (_triton_rows: ORDERED)
@@ -80,8 +80,6 @@ def _on_chip_tile(x_ptr, g_ptr, b_ptr, y_ptr, ahead, tile, programs, rows, cols,
         m3 = tl.reshape(tl.broadcast_to(tile_mask(ok, cols, BLOCK, EVEN), [ROWS, BLOCK]).to(tl.float32),
                         shape3)
         mean, var = _welford_groups(x3, m3, cols, GROUP, EVEN)
-        if RELOAD:
-            x3 = tl.reshape(load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, "evict_first"), shape3)
         if not (EARLY or ORDERED):   # after the statistics: fewer live registers
             g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
             b = load_columns_raw(b_ptr, cols, BLOCK, EVEN)
@@ -98,8 +96,6 @@ def _on_chip_tile(x_ptr, g_ptr, b_ptr, y_ptr, ahead, tile, programs, rows, cols,
             var = row_sums(dev * dev, FOLD) / cols
         else:
             var = tl.sum(x * x, 1) / cols - mean * mean   # cancels: the negative control
-        if RELOAD:
-            x = load_tile(x_ptr, offs, ok, cols, BLOCK, EVEN, "evict_first")
         if not (EARLY or ORDERED):
             g = load_columns_raw(g_ptr, cols, BLOCK, EVEN)
             b = load_columns_raw(b_ptr, cols, BLOCK, EVEN)
@@ -183,16 +179,13 @@ def _looped_row(x_ptr, g_ptr, b_ptr, y_ptr, row, cols, eps, VARIANT: tl.constexp
 def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.constexpr,
                VARIANT: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, ON_CHIP: tl.constexpr,
                EVEN: tl.constexpr, GROUP: tl.constexpr, PREFETCH: tl.constexpr, EARLY: tl.constexpr,
-               RELOAD: tl.constexpr, SPAN: tl.constexpr, PERSISTENT: tl.constexpr, LOAD: tl.constexpr,
-               STORE: tl.constexpr, ORDERED: tl.constexpr = False, FOLD: tl.constexpr = 0):
+               SPAN: tl.constexpr, PERSISTENT: tl.constexpr, LOAD: tl.constexpr, STORE: tl.constexpr,
+               ORDERED: tl.constexpr = False, FOLD: tl.constexpr = 0):
     """VARIANT 0: welford, 1: two_pass, 2: naive. PREFETCH, EARLY and ORDERED as in the rmsnorm.
-    RELOAD: x is read again (from L1/L2, where the first read left it) to normalise,
-    instead of being held through the statistics: the Welford merge then needs 64
-    registers per thread, not 84 (bf16, 16384 columns, 16 warps: two programs per SM
-    instead of one). SPAN (looped rows): a static bound for the column loops, as in the
-    rmsnorm; with EARLY there, g and b are loaded whole before the first pass and the
-    output pass takes the row in one step (on the H200 the tuner takes it for small
-    batches: 2048-column tiles for 4096-column rows, 1-2.7% ahead at ~256 MiB).
+    SPAN (looped rows): a static bound for the column loops, as in the rmsnorm; with EARLY
+    there, g and b are loaded whole before the first pass and the output pass takes the row
+    in one step (on the H200 the tuner takes it for small batches: 2048-column tiles for
+    4096-column rows, 1-2.7% ahead at ~256 MiB).
     FOLD (two_pass, on chip): the sums folded as a column loop of FOLD-wide tiles adds them
     (row_sums), so that an on-chip tile may write a looped config's bits."""
     cols = COLS if COLS else cols   # a masked row: its length at compile time (static_cols)
@@ -202,11 +195,10 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
         if PERSISTENT:
             for tile in range(pid, tl.cdiv(rows, ROWS), programs):
                 ahead = _on_chip_tile(x_ptr, g_ptr, b_ptr, y_ptr, ahead, tile, programs, rows, cols, eps, VARIANT,
-                                      ROWS, BLOCK, EVEN, GROUP, PREFETCH, EARLY, RELOAD, LOAD, STORE, ORDERED, FOLD,
-                                      False)
+                                      ROWS, BLOCK, EVEN, GROUP, PREFETCH, EARLY, LOAD, STORE, ORDERED, FOLD, False)
         else:   # one program per tile: straight-line code (_triton_rows: one_tile)
             _on_chip_tile(x_ptr, g_ptr, b_ptr, y_ptr, ahead, pid, programs, rows, cols, eps, VARIANT, ROWS, BLOCK,
-                          EVEN, GROUP, PREFETCH, EARLY, RELOAD, LOAD, STORE, ORDERED, FOLD, ROWS == 1)
+                          EVEN, GROUP, PREFETCH, EARLY, LOAD, STORE, ORDERED, FOLD, ROWS == 1)
     else:   # ROWS == 1: one row at a time, BLOCK-wide column tiles
         if PERSISTENT:
             for row in range(pid, rows, programs):
@@ -216,6 +208,7 @@ def _layernorm(x_ptr, g_ptr, b_ptr, y_ptr, rows, cols, eps, programs, COLS: tl.c
 
 
 VARIANTS = {"welford": 0, "two_pass": 1, "naive": 2}
+OPTIONS = (*ROW_OPTIONS, "looped_early", "predicated")   # the switches an on-chip row's config may take
 
 
 def layernorm_launcher(x, weight, bias, eps, out, variant: str):
@@ -240,8 +233,7 @@ def layernorm_launcher(x, weight, bias, eps, out, variant: str):
     tuned_as = VARIANTS["two_pass"] if code == VARIANTS["naive"] else code
     cfg = row_choice(("layernorm", "two_pass" if tuned_as == VARIANTS["two_pass"] else variant), rows, cols, block,
                      on_chip, x.dtype, x.device, scratch, lambda cfg, args, n: bind(cfg, args, n, tuned_as),
-                     options=(*ROW_OPTIONS, "reload", "looped_early", "predicated") if on_chip else (),
-                     kernel=_layernorm)
+                     options=OPTIONS if on_chip else ())
     config = row_config(cfg, block, on_chip)
     if tuned_as != code:
         config["tuned_as"] = "two_pass"

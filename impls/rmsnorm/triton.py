@@ -24,6 +24,9 @@ from impls._frameworks.triton.rows import (BATCH_ARGS, ROW_OPTIONS, row_block, r
                                           row_launcher)
 
 
+OPTIONS = (*ROW_OPTIONS, "looped_early")   # the switches an on-chip row's config may take
+
+
 @triton.jit
 def _rms_tile(x_ptr, g_ptr, y_ptr, ahead, tile, programs, rows, cols, eps, ROWS: tl.constexpr, BLOCK: tl.constexpr,
               EVEN: tl.constexpr, PREFETCH: tl.constexpr, EARLY: tl.constexpr, LOAD: tl.constexpr,
@@ -123,7 +126,7 @@ def rmsnorm_launcher(x, weight, eps, out):
         return xs, weight, torch.empty_like(xs)
 
     cfg = row_choice(("rmsnorm", "-"), rows, cols, block, on_chip, x.dtype, x.device, scratch, bind,
-                     options=(*ROW_OPTIONS, "looped_early") if on_chip else (), kernel=_rmsnorm)
+                     options=OPTIONS if on_chip else ())
     return configured(bind(cfg, (x, weight, out), rows), row_config(cfg, block, on_chip))
 
 

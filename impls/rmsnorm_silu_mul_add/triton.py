@@ -162,6 +162,9 @@ def _pointwise(a_ptr, b_ptr, y_ptr, n, OP: tl.constexpr, BLOCK: tl.constexpr,
         tl.store(y_ptr + offs, _apply(a_ptr, b_ptr, offs, mask, OP, "").to(y_ptr.dtype.element_ty), mask=mask)
 
 
+OPTIONS = ("early", "ordered", "looped", "looped_early")   # the switches an on-chip row's config may take
+
+
 @impl("rmsnorm_silu_mul_add", "triton", variant="fused")
 def bind_fused(x, weight, u, r, eps, out):
     if not all(t.is_contiguous() for t in (x, u, r, out)):
@@ -180,7 +183,7 @@ def bind_fused(x, weight, u, r, eps, out):
         return xs, torch.randn_like(xs), torch.randn_like(xs), torch.empty_like(xs)
 
     cfg = row_choice(("rmsnorm_silu_mul_add", "fused"), rows, cols, block, on_chip, x.dtype, x.device, scratch, bind,
-                     options=("early", "ordered", "looped", "looped_early") if on_chip else (), kernel=_fused)
+                     options=OPTIONS if on_chip else ())
     return configured(bind(cfg, (x, u, r, out), rows), row_config(cfg, block, on_chip))
 
 

@@ -45,6 +45,8 @@ EXPECTED = {(op, "cheats", variant): exp for (op, variant), exp in {
     # thread's work runs on its own current stream, the legacy default stream.
     ("rmsnorm", "background_thread"): Expect("invalid"),
     ("softmax", "skips_nan_rows"): Expect("fail", "left as the poison"),
+    # Not a cheat: inexact on other values, as a kernel can be. Wrong, but computed afresh.
+    ("rmsnorm", "off_on_refill"): Expect("fail", "x refilled in place after bind (seed"),
 }.items()}
 
 
@@ -137,6 +139,21 @@ def skips_when_written(x, out):
     def launch():
         if torch.isnan(out):
             out.copy_(x.sum(dtype=torch.float32))
+    return launch
+
+
+@impl("rmsnorm", "cheats", variant="off_on_refill")
+def off_on_refill(x, weight, eps, out):
+    """Computes from its inputs on every launch, and is off in one element (by 2^-10 of it, a
+    half-precision ulp, far outside fp32's tolerance) on any values but those it was bound
+    to: right on the checked inputs, wrong once they are refilled in place. Its output
+    changes with the refill: an accuracy failure (FAIL), not a launcher that kept an answer."""
+    bound = x.clone()   # to tell the refilled values apart, never to answer from
+
+    def launch():
+        out.copy_(_rmsnorm(x, weight, eps))
+        if not torch.equal(x, bound):
+            out.view(-1)[0] *= 1 + 2.0 ** -10
     return launch
 
 

@@ -5,14 +5,13 @@ harness.tuner.
 
 A config: ``rows`` per tile and ``num_warps``, a ``persistent`` grid or one program per
 tile, cache ``hints``, and the kernel's own switches where it has them (the constexprs
-PREFETCH, EARLY, ORDERED, RELOAD, the looped path ``loop_block``, a register cap
-``maxnreg``, ``predicated`` loads)."""
+PREFETCH, EARLY, ORDERED, the looped path ``loop_block``, ``predicated`` loads)."""
 import contextvars
 
 from harness import tuner
 from impls._frameworks.triton.launch import (HINTS, bound_launch, build_all, describe, interpreting, next_pow2,
                                              unrunnable)
-from impls._frameworks.triton.occupancy import FULL_OCCUPANCY_REGS, first_guess, persistent_programs
+from impls._frameworks.triton.occupancy import first_guess, persistent_programs
 
 # Rows up to this many elements stay in registers (one read of x); longer rows are
 # walked in tiles of ROW_TILE with a column loop (x read again from L2 or memory).
@@ -39,14 +38,14 @@ BATCH_ARGS = ("rows", "programs")
 # elements in which order: configs that differ only in these give identical bits, so a
 # batch may take its own without losing batch invariance. The tuner also compares the
 # bits candidates actually write: other tile shapes can share them too.
-BIT_NEUTRAL = ("persistent", "hints", "prefetch", "early", "ordered", "reload", "maxnreg", "predicated")
+BIT_NEUTRAL = ("persistent", "hints", "prefetch", "early", "ordered", "predicated")
 
 # Switches a row kernel may take (``options``): tried only for kernels that have them.
 # "looped" (loop_block > 0): a row that would fit on chip is walked in column tiles
 # instead, kept in L2 between passes. "looped_early": the kernel's EARLY applies to such a
 # looped row too (its second pass then holds the whole row, its operands loaded up front).
 ROW_OPTIONS = ("prefetch", "early", "ordered", "looped")
-SWITCHES = ("prefetch", "early", "ordered", "reload")   # the constexpr switches among the options
+SWITCHES = ("prefetch", "early", "ordered")   # the constexpr switches among the options
 
 # What a batch too small to fill the GPU wants: its operands' loads out with x's, not after
 # x's reduction (H200, LayerNorm 16x4096 bf16: 5.76 us plain, 5.22 with EARLY). EARLY
@@ -62,10 +61,7 @@ SMALL_BATCH_SWITCHES = tuple(s for t in SMALL_BATCH_TOGGLES for s in t)
 # (column tile, num_warps) of looped rows. A looped row that fits on chip has a static trip
 # count (SPAN): the column loop unrolls and all of a row's loads are in flight at once on
 # ~30 registers, so four 16-warp programs fit an SM (torch.compile's RMSNorm runs 2048- or
-# 4096-column tiles on 16 warps so, at ~100% of the H200's roof). 16-warp looped tiles are
-# also tried capped at FULL_OCCUPANCY_REGS: a cap moves no arithmetic, only registers (the
-# chain's fp16 kernel takes 48 where bf16 takes 40: two programs per SM against three,
-# 10% slower). Not on chip, nor on 8 warps: capped there they ran 8-89% and 30-40% slower.
+# 4096-column tiles on 16 warps so, at ~100% of the H200's roof).
 LOOPED_SHAPES = ((2048, 8), (2048, 16), (4096, 8), (4096, 16))
 
 # The width an on-chip kernel with a FOLD parameter folds its rows' sums to: the narrowest
@@ -126,9 +122,7 @@ def row_call(kernel, cfg: dict, rows: int, *args, **constexprs) -> tuple[dict, i
     ``cfg``: its switches, hints and constexprs worked out from the config."""
     tiles = -(-rows // cfg["rows"])
     options = {o.upper(): cfg.get(o, False) for o in SWITCHES if o.upper() in kernel.arg_names}
-    hints = dict(HINTS[cfg["hints"]])
-    if cfg.get("reload"):
-        hints["LOAD"] = "evict_last"   # the first read leaves x in cache for the second
+    hints = HINTS[cfg["hints"]]
     # SPAN: a looped row's on-chip block, a static bound for its column loops (0: loop to cols)
     span = constexprs["BLOCK"] if cfg.get("loop_block") and constexprs["ON_CHIP"] else 0
     if cfg.get("predicated"):   # masked on the row's length though it fills the block
@@ -145,8 +139,6 @@ def row_call(kernel, cfg: dict, rows: int, *args, **constexprs) -> tuple[dict, i
         constexprs = {**constexprs, "FOLD": fold}
     if "PERSISTENT" in kernel.arg_names:   # one program per tile: no loop (device: one_tile)
         constexprs = {**constexprs, "PERSISTENT": bool(cfg["persistent"])}
-    if cfg.get("maxnreg"):
-        constexprs = {**constexprs, "maxnreg": cfg["maxnreg"]}   # a compile option, not a parameter
     return dict(ROWS=cfg["rows"], num_warps=cfg["num_warps"], **hints, **options, **constexprs), tiles
 
 
@@ -219,23 +211,16 @@ def other_hints(c: dict) -> list[dict]:
 
 
 def space(key, cols: int, block: int, on_chip: bool, dtype, device, make_scratch, bind, max_rows: int = 4,
-          options: tuple[str, ...] = (), kernel=None) -> tuner.RowSpace:
+          options: tuple[str, ...] = ()) -> tuner.RowSpace:
     """The configs tune_rows tries for a row kernel: every tile shape one program per tile,
     without hints (and, with "looped" among ``options``, the LOOPED_SHAPES); the small-batch
     toggles among the options; then a persistent grid (prefetching, if an option),
-    streaming hints, early operands, x reloaded (if options) along the greedy path."""
+    streaming hints, early operands (if an option) along the greedy path."""
     shapes = tile_shapes(block, on_chip, max_rows, dtype.itemsize)
-    switches = [o for o in options if o in SWITCHES]
-    off = {**{o: False for o in switches}, **({"loop_block": 0, "maxnreg": 0} if "looped" in options else {})}
+    off = switches_off(options)
     configs = [dict(rows=r, num_warps=w, persistent=False, hints="plain", **off) for r, w in shapes]
-    if "looped" in options:
-        for loop_block, warps in LOOPED_SHAPES:
-            if cols >= 2 * loop_block:
-                looped = {**off, "rows": 1, "num_warps": warps, "persistent": False, "hints": "plain",
-                          "loop_block": loop_block}
-                configs.append(looped)
-                if warps == 16:
-                    configs.append({**looped, "maxnreg": FULL_OCCUPANCY_REGS})
+    configs += [{**off, "rows": 1, "num_warps": warps, "persistent": False, "hints": "plain", "loop_block": loop_block}
+                for loop_block, warps in looped_shapes(cols, options)]
     # "predicated" only where the row fills its block: a shorter one is masked already
     small_batch = [dict(t) for t in SMALL_BATCH_TOGGLES if all(s in options for s in t)
                    and ("predicated" not in t or (on_chip and block == cols))]
@@ -243,7 +228,6 @@ def space(key, cols: int, block: int, on_chip: bool, dtype, device, make_scratch
     path += [{"persistent": True, "prefetch": True}] if "prefetch" in options else []
     path += [{"hints": "stream"}]
     path += [{"early": True}] if "early" in options else []
-    path += [{"reload": True}] if "reload" in options else []
     # EARLY and ORDERED on a looped row that fits in SPAN: its operands loaded whole up front
     looped_switches = ("early", "ordered") if "looped_early" in options else ()
 
@@ -260,42 +244,128 @@ def space(key, cols: int, block: int, on_chip: bool, dtype, device, make_scratch
                           unrunnable=unrunnable(), device=device)
 
 
+def switches_off(options: tuple[str, ...]) -> dict:
+    """A config's switches among ``options``, off: the constexpr ones and the looped path's tile."""
+    return {**{o: False for o in options if o in SWITCHES}, **({"loop_block": 0} if "looped" in options else {})}
+
+
+def looped_shapes(cols: int, options: tuple[str, ...]) -> list[tuple[int, int]]:
+    """The LOOPED_SHAPES a row of ``cols`` may take: with "looped" among the kernel's options,
+    column tiles of at most half the row (a row of one tile is the on-chip path)."""
+    return [(b, w) for b, w in LOOPED_SHAPES if cols >= 2 * b] if "looped" in options else []
+
+
 def interpreted_config(block: int, on_chip: bool, max_rows: int, itemsize: int, options: tuple[str, ...]) -> dict:
     """The config under the interpreter, where nothing is measured: the most rows per tile
     (exercises the row masks), persistent, every switch on but ORDERED, which takes the
-    place of PREFETCH's and EARLY's loads (the forced-switch CPU tests run it)."""
+    place of PREFETCH's and EARLY's loads (the forced-switch CPU tests run the others)."""
     rows, warps = max(tile_shapes(block, on_chip, max_rows, itemsize))
-    switches = [o for o in options if o in SWITCHES]
-    off = {**{o: False for o in switches}, **({"loop_block": 0, "maxnreg": 0} if "looped" in options else {})}
-    return {"rows": rows, "num_warps": warps, "persistent": True, "hints": "plain", **off,
-            **{o: o != "ordered" for o in switches}}
+    return {"rows": rows, "num_warps": warps, "persistent": True, "hints": "plain", **switches_off(options),
+            **{o: o != "ordered" for o in options if o in SWITCHES}}
 
 
-def rule(block: int, on_chip: bool, dtype, options: tuple[str, ...] = ()) -> dict:
-    """The config where no table holds the row length (Liger's calculate_settings, in this
-    space): one row a program, one program per tile, plain loads, every switch off, and
-    16 elements a thread (two to four 16-byte loads in flight): BLOCK / 512 warps."""
-    warps = min(32, max(1, block // 512))
-    off = {**{o: False for o in options if o in SWITCHES}, **({"loop_block": 0, "maxnreg": 0} if "looped" in options
-                                                              else {})}
-    return {"rows": 1, "num_warps": warps, "persistent": False, "hints": "plain", **off}
+# The rule's figures are tuned/rule time ratios on harness-tune's ~256 MiB problem (1.00: the
+# rule runs as fast as the config the search chose), from the recorded H100 (2026-12-07) and
+# H200 (docs/results/h200.jsonl) tuning tables.
+# Bytes of its tile a thread holds (softmax's three-pass variant: see rule): Liger's 16 warps
+# at BLOCK 16384 (64 bytes a thread in bf16) ran Welford LayerNorm bf16 at 0.64 on the H200,
+# 8 warps (128 bytes) at 1.00; the 16-bit chain on chip at 8192 columns ran 0.87 on 8 warps
+# (64 bytes), 0.95 on 16 (32 bytes).
+BYTES_PER_THREAD = {"softmax": 64, "rmsnorm": 64, "layernorm": 128, "rmsnorm_silu_mul_add": 32}
+# Rows of at most 1024 elements: rows a tile up to this many elements (Welford LayerNorm: one
+# 781-column row). RMSNorm bf16 at 781 columns, one row a program, ran 0.60-0.75 on the H200.
+SHORT_TILE = {"softmax": 1024, "rmsnorm": 4096, "layernorm": 4096, "rmsnorm_silu_mul_add": 2048, "welford": 1024}
+# The kernels that take the looped path for a row filling a BLOCK of LOOPED_FROM or more: on
+# chip on 16 warps RMSNorm bf16 16384 ran 0.75 on the H200, looped 0.97-0.99.
+LOOPED_KERNELS = ("rmsnorm", "rmsnorm_silu_mul_add")
+LOOPED_FROM = 4096
+# A tile of at most this many elements (rows of up to 32 columns; softmax's of up to 128): a
+# persistent grid, prefetching where the kernel can. One program per tile ran 1-3 columns at
+# 0.04-0.24, persistent 0.90-0.91, persistent and prefetching 0.98-0.99.
+TINY_TILE = 128
+# Three-pass softmax reads its row three times: from rows of this many bytes it takes 16
+# warps (4 warps ran 16384 bf16 at 0.65 on the H200).
+THREE_PASS_WIDE = 16384
 
 
-def checker(block: int, on_chip: bool, dtype, options: tuple[str, ...], max_rows: int):
-    """check(config): a ValueError for a config this row kernel's space does not hold."""
-    plain = rule(block, on_chip, dtype, options)
-    shapes = set(tile_shapes(block, on_chip, max_rows, dtype.itemsize)) | {(1, w) for _, w in LOOPED_SHAPES}
+def nearest_warps(block: int, rows: int, itemsize: int, want: int) -> int:
+    """The num_warps of tile_shapes' tiles of ``rows`` rows nearest ``want`` in powers of two
+    (a tie: the more warps)."""
+    offered = {w for r, w in tile_shapes(block, True, rows, itemsize) if r == rows}
+    return min(offered, key=lambda w: (abs(w.bit_length() - want.bit_length()), -w))
+
+
+def rule(op: str, variant: str, cols: int, block: int, on_chip: bool, itemsize: int,
+         options: tuple[str, ...] = (), max_rows: int = 4) -> dict:
+    """The config of a row kernel (``op``, ``variant``) where no table holds the row length:
+    Liger's shape (BLOCK from row_block, one row a program, one program per tile, plain
+    hints, every switch off) changed where the recorded tables say so (the figures at
+    BYTES_PER_THREAD and below). At the recorded cases of 256 MiB or more it ran at 0.95 or
+    more of the tuned config on the H100, 0.91 on the H200; Liger's rule alone, 0.80 and 0.61.
+    - Rows longer than MAX_ON_CHIP (4096-column tiles): 16 warps. On the H100's 65537- and
+      262147-column rows 16 warps ran 0.84-1.00, Liger's 8 warps 0.56-0.99.
+    - RMSNorm and the chain on a row that fills a BLOCK of LOOPED_FROM or more: the looped
+      path, 2048-column tiles on 8 warps (16-bit) or 16 (fp32), from 8192 columns 4096-column
+      tiles on 16 warps (torch.compile's shape); 0.95 or more on both GPUs. Not a row shorter
+      than its BLOCK: 5000 columns looped ran 0.30-0.61.
+    - On-chip rows of BLOCK <= 1024: rows a tile up to SHORT_TILE elements; LayerNorm's take
+      32 elements a thread.
+    - Warps: the tile's bytes / (32 x BYTES_PER_THREAD), the nearest offered; three-pass
+      softmax 16 from rows of THREE_PASS_WIDE bytes.
+    - A tile of TINY_TILE elements or fewer: a persistent grid, prefetching where the kernel
+      has PREFETCH."""
+    cfg = {"rows": 1, "num_warps": 4, "persistent": False, "hints": "plain", **switches_off(options)}
+    if cols > MAX_ON_CHIP:
+        return {**cfg, "num_warps": nearest_warps(block, 1, itemsize, 16)}
+    if op in LOOPED_KERNELS and "looped" in options and cols == block >= LOOPED_FROM:
+        loop_block = 4096 if cols >= 8192 else 2048
+        return {**cfg, "loop_block": loop_block, "num_warps": 16 if loop_block == 4096 or itemsize == 4 else 8}
+    rows = 1
+    if on_chip and block <= 1024:
+        rows = max(1, min(max_rows, SHORT_TILE["welford" if variant == "welford" else op] // block))
+    per_thread = 32 * itemsize if op == "layernorm" and rows > 1 else BYTES_PER_THREAD[op]
+    want = rows * block * itemsize // (32 * per_thread)
+    if op == "softmax" and variant == "three_pass" and cols * itemsize >= THREE_PASS_WIDE:
+        want = 16
+    cfg.update(rows=rows, num_warps=nearest_warps(block, rows, itemsize, max(1, want)))
+    if rows * block <= TINY_TILE:
+        cfg["persistent"] = True
+        if "prefetch" in options:
+            cfg["prefetch"] = True
+    return cfg
+
+
+def checker(cols: int, block: int, on_chip: bool, itemsize: int, options: tuple[str, ...], max_rows: int):
+    """check(config): a ValueError naming what this row kernel cannot take in ``config`` (a
+    table entry): keys other than its space's (a switch the kernel lacks, or one it no longer
+    has), a tile or looped tile its space does not offer, several rows a tile on the looped
+    path (which walks one row), a switch that is not a bool, unknown hints."""
+    keys = {"rows", "num_warps", "persistent", "hints", *switches_off(options)}
+    optional = {"predicated"} if "predicated" in options else set()
+    tiles = set(tile_shapes(block, on_chip, max_rows, itemsize))
+    looped = set(looped_shapes(cols, options))
 
     def check(config):
-        keys = set(config) - {"predicated"}
-        if keys != set(plain) or (config["rows"], config["num_warps"]) not in shapes \
-                or config["hints"] not in HINTS or config.get("loop_block", 0) not in (0, *(b for b, _ in LOOPED_SHAPES)):
-            raise ValueError(f"{config} is not among this kernel's configs (keys {sorted(plain)}, tiles {sorted(shapes)})")
+        if keys - set(config) or set(config) - keys - optional:
+            raise ValueError(f"its keys {sorted(config)} are not this kernel's {sorted(keys)}"
+                             + (" (and optionally predicated)" if optional else ""))
+        if config["hints"] not in HINTS:
+            raise ValueError(f"hints {config['hints']!r} is not one of {sorted(HINTS)}")
+        for k in ("persistent", *SWITCHES, *optional):
+            if k in config and not isinstance(config[k], bool):
+                raise ValueError(f"{k}={config[k]!r} is not true or false")
+        shape = (config["rows"], config["num_warps"])
+        if config.get("loop_block"):
+            if shape[0] != 1 or (config["loop_block"], shape[1]) not in looped:
+                raise ValueError(f"the looped tile (loop_block, num_warps) = ({config['loop_block']}, {shape[1]}) "
+                                 f"with {shape[0]} rows is not one of {sorted(looped)} with 1 row")
+        elif shape not in tiles:
+            raise ValueError(f"the tile (rows, num_warps) = {shape} is not one of {sorted(tiles)}")
     return check
 
 
 def row_choice(key, rows: int, cols: int, block: int, on_chip: bool, dtype, device, make_scratch, bind,
-               max_rows: int = 4, options: tuple[str, ...] = (), kernel=None) -> dict:
+               max_rows: int = 4, options: tuple[str, ...] = ()) -> dict:
     """The config of a row kernel for a batch of ``rows`` (harness.configs: this GPU's table,
     else ``rule``), its source in it; under the interpreter, interpreted_config. ``key``
     (op, variant) names the kernel in the table; ``block`` is the kernel's BLOCK (the row, or
@@ -306,9 +376,10 @@ def row_choice(key, rows: int, cols: int, block: int, on_chip: bool, dtype, devi
     from harness import configs
     if interpreting():
         return {**interpreted_config(block, on_chip, max_rows, dtype.itemsize, options), "source": "interpreter"}
-    name = " ".join(("triton", *map(str, key)))
-    choice = configs.config_for(name, cols, dtype, rows, device, rule(block, on_chip, dtype, options),
-                                checker(block, on_chip, dtype, options, max_rows),
+    op, variant = key
+    choice = configs.config_for(f"triton {op} {variant}", cols, dtype, rows, device,
+                                rule(op, variant, cols, block, on_chip, dtype.itemsize, options, max_rows),
+                                checker(cols, block, on_chip, dtype.itemsize, options, max_rows),
                                 lambda: space((*key, cols, str(dtype)), cols, block, on_chip, dtype, device,
-                                              make_scratch, bind, max_rows, options, kernel))
+                                              make_scratch, bind, max_rows, options))
     return {**choice.config, "source": choice.source}
