@@ -57,10 +57,26 @@ SHAPES = {1: [(1,), (4099,)], 2: [(1, 1), (3, 7), (2, 600)]}
 TOO_BIG_FOR_THE_SIMULATOR = {"many_terms"}   # 2^25 + 3 elements: on the GPU only
 
 
+# The first kernels (naive.py), beside the op's own variants; layernorm's ``naive`` is its negative control.
+FIRST_KERNELS = {"softmax": "naive", "rmsnorm": "naive", "layernorm": "block_per_row"}
+
+
 def test_every_op_and_variant_has_a_numba_impl():
     for name, spec in OPS.items():
         variants = {k[2] for k in IMPLS if k[0] == name}
-        assert variants == (set(spec.variants) or {registry.NO_VARIANT}), (name, variants)
+        first = {FIRST_KERNELS[name]} if name in FIRST_KERNELS else set()
+        assert variants == (set(spec.variants) or {registry.NO_VARIANT}) | first, (name, variants)
+
+
+@pytest.mark.parametrize("op", FIRST_KERNELS)
+def test_a_first_kernel_runs_a_block_of_256_threads_a_row_and_is_right_past_a_step(cpu_runner, op):
+    """One block a row at its fixed block size, no table; rows of 513 columns: two whole steps
+    of the block and one column more, the last warps idle in the third."""
+    rec = cpu_runner.run(CaseSpec(op, "numba", FIRST_KERNELS[op], "bfloat16", (3, 513)))
+    assert rec.status == "ok", f"{rec.status}: {rec.reason}\n{rec.traceback}"
+    assert rec.deterministic and rec.batch_invariant, (rec.n_distinct, rec.batch_note)
+    assert {k: rec.impl_config[k] for k in ("threads", "rows_per_block", "simulated")} == {
+        "threads": 256, "rows_per_block": 1, "simulated": True}, rec.impl_config
 
 
 @pytest.fixture

@@ -84,12 +84,12 @@ def half_from_bits(b):
 @cuda.jit(device=True)
 def bf16_pair(lo, hi):
     """Two fp32 rounded to bf16, as one 32-bit word (``lo`` in the low half)."""
-    return ptx.cvt_bf16x2(float32(lo), float32(hi))
+    return ptx.cvt_bf16x2(float32(hi), float32(lo))
 
 
 @cuda.jit(device=True)
 def half_pair(lo, hi):
-    return ptx.cvt_f16x2(float32(lo), float32(hi))
+    return ptx.cvt_f16x2(float32(hi), float32(lo))
 
 
 @cuda.jit(device=True)

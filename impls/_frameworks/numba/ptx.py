@@ -47,10 +47,10 @@ def instruction(text: str, result, *operands, effects: bool = False):
 
 f32, u32 = types.float32, types.uint32
 
-# Two fp32 rounded to nearest even into one 32-bit word of two 16-bit elements (sm_80 on), the
-# first operand (lo) into the low half: the instruction takes the high half's source first.
-cvt_bf16x2 = instruction("cvt.rn.bf16x2.f32 $0, $2, $1;", u32, f32, f32)
-cvt_f16x2 = instruction("cvt.rn.f16x2.f32 $0, $2, $1;", u32, f32, f32)
+# Two fp32 rounded to nearest even into one 32-bit word of two 16-bit elements (sm_80 on): the
+# first operand into the high half, the second into the low half.
+cvt_bf16x2 = instruction("cvt.rn.bf16x2.f32 $0, $1, $2;", u32, f32, f32)
+cvt_f16x2 = instruction("cvt.rn.f16x2.f32 $0, $1, $2;", u32, f32, f32)
 # NaN if either is NaN, in one instruction (sm_80 on).
 max_nan_f32 = instruction("max.NaN.f32 $0, $1, $2;", f32, f32, f32)
 # 2^t, the hardware's approximation (2 ulp); .ftz flushes subnormal results to 0.
