@@ -91,6 +91,10 @@ def signatures():
                 yield (f"{label} {'whole' if whole else 'any'} {rows.KEEPS[keep]} {t}", kernels[whole, keep],
                        f"void({r * tensors}int64, int64, {tail})")
         yield f"chain step {t}", chain._step, f"void({v}, {w}, {v}, {w}, {v}, {w}, int64, int64, int64)"
+        # The first kernels (naive.py): flat arrays, the row length, eps.
+        yield f"softmax naive {t}", softmax._naive, f"void({v}, {v}, int64)"
+        yield f"rmsnorm naive {t}", rmsnorm._naive, f"void({v}, {v}, {v}, int64, float32)"
+        yield f"layernorm block_per_row {t}", layernorm._block_per_row, f"void({v}, {v}, {v}, {v}, int64, float32)"
     for t in ("int64", "int32", "int16"):
         yield f"copy {t}", copy._copy, f"void({t}[::1], {t}[::1], int64)"
     yield "sum finish", sum_._finish, "void(float32[::1], float32[::1], int64)"

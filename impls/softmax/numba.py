@@ -2,7 +2,7 @@
 short; rows.py), four 16-byte chunks in flight per thread (rowchunks), rows indexed
 flat, exp in fp32; 2·R·C·s bytes. The elements' exp (three_pass, on_chip) is 2^(d·log2 e) by
 the hardware's ex2, for 16-bit outputs shifted by 2^64, which the row's sum cancels
-(device.row_exp), as the CUDA kernels take it.
+(functions.row_exp), as the CUDA kernels take it.
   three_pass: max, sum of exp(x - max), output: x read three times (the later reads mostly
               from L2).
   online:     the (max, sum) pair rescaled as the max grows, merged across the group by the
@@ -17,7 +17,8 @@ import math
 from numba import cuda, float32, uint32
 
 from harness.registry import impl
-from impls._frameworks.numba.device import load, row_exp, store
+from impls._frameworks.numba.device import load, store
+from impls._frameworks.numba.functions import row_exp
 from impls._frameworks.numba.groups import NEG_INF, group_max, group_online, group_sum, online_add
 from impls._frameworks.numba.naive import BLOCK, block_per_row
 from impls._frameworks.numba.primitives import inlined, max_nan

@@ -10,9 +10,11 @@ one job each, are imported by the impls:
 - primitives: the device code that differs between the GPU (primitives_gpu, with ptx: inline
   PTX, a line an instruction) and the simulator (primitives_sim), the same names from either
 - device: device functions every kernel shares (fp32 loads and stores of fp32, fp16 and bf16,
-  as elements, words and chunks; exp, silu)
+  as elements, words and chunks)
+- functions: the softmax's exp and the chain's silu, in the form each output type needs
 - groups: reductions over a group of threads (sum, max, Welford, online softmax), one factory
 - rowchunks: a row's chunks, steps and shared-memory cache (the row kernels' device code)
+- naive: the first row kernels' launch, one block of 256 threads a row, no table
 - launch: the 1-D kernels' grids, tuned through harness.tuner
 - rows: the row kernels' configs (threads per row), tuned through harness.tuner's row search
 """
