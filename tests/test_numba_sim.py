@@ -30,6 +30,8 @@ if FRAMEWORK.unusable(CPU):
     pytest.skip(f"Numba is not usable here: {FRAMEWORK.unusable(CPU)}", allow_module_level=True)
 from numba import cuda  # noqa: E402 - after the simulator is switched on; kernels see it as a global
 
+from impls._frameworks.numba import naive  # noqa: E402
+
 # -inf - -inf and the like in numpy scalars warn where the GPU quietly gives NaN, as it must.
 pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning",
                                         "ignore:overflow encountered:RuntimeWarning")
@@ -57,8 +59,7 @@ SHAPES = {1: [(1,), (4099,)], 2: [(1, 1), (3, 7), (2, 600)]}
 TOO_BIG_FOR_THE_SIMULATOR = {"many_terms"}   # 2^25 + 3 elements: on the GPU only
 
 
-# The first kernels (naive.py), beside the op's own variants; layernorm's ``naive`` is its negative control.
-FIRST_KERNELS = {"softmax": "naive", "rmsnorm": "naive", "layernorm": "block_per_row"}
+FIRST_KERNELS = naive.FIRST_KERNELS   # beside the op's own variants
 
 
 def test_every_op_and_variant_has_a_numba_impl():
