@@ -10,7 +10,11 @@ dispatcher, as a bind does (from the disk cache in $HARNESS_CACHE/numba when it 
 prints the seconds and the cache's hits and misses (run it twice: cold, then warm from the cache).
 ``python tests/numba_compile.py --ptx DIR``: also writes each kernel's PTX to DIR/<kernel and type>.ptx,
 to diff the compiled code of two trees (a change that only moves code leaves every file the same);
-with ``--all``, every row kernel of every type, as --gpu loads them, not the CPU's subset."""
+with ``--all``, every row kernel of every type, as --gpu loads them, not the CPU's subset. Two
+things differ between runs of one tree, so a diff sets them aside: the symbols (a function's
+mangled name holds its module and a process-wide counter) and the order of the shared arrays'
+declarations (numba-cuda links a kernel's device functions from a set, so from run to run two
+reductions' 128-byte slot arrays can swap offsets, which changes the SASS's addresses only)."""
 import os
 import sys
 import time
