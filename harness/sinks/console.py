@@ -185,7 +185,7 @@ def _summary(records: list[Record]) -> list[str]:
             skipped.setdefault((r.impl_label, r.reason), r.op)
     for (impl, reason), _op in sorted(skipped.items()):
         lines.append(f"  skipped {impl}: {reason}")
-    if cpu_run:
+    if records and all(r.device == "cpu" for r in records):
         lines.append(CPU_RUN)
     return lines
 
