@@ -7,7 +7,14 @@ Python and never types them, so this is what checks in CI that Numba can compile
 libnvvm and libdevice (a CUDA toolkit) and NVRTC (pip nvidia-cuda-nvrtc).
 ``python tests/numba_compile.py --gpu``: on a GPU, compile and load each one through its
 dispatcher, as a bind does (from the disk cache in $HARNESS_CACHE/numba when it is there):
-prints the seconds and the cache's hits and misses (run it twice: cold, then warm from the cache)."""
+prints the seconds and the cache's hits and misses (run it twice: cold, then warm from the cache).
+``python tests/numba_compile.py --ptx DIR``: also writes each kernel's PTX to DIR/<kernel and type>.ptx,
+to diff the compiled code of two trees (a change that only moves code leaves every file the same);
+with ``--all``, every row kernel of every type, as --gpu loads them, not the CPU's subset. Two
+things differ between runs of one tree, so a diff sets them aside: the symbols (a function's
+mangled name holds its module and a process-wide counter) and the order of the shared arrays'
+declarations (numba-cuda links a kernel's device functions from a set, so from run to run two
+reductions' 128-byte slot arrays can swap offsets, which changes the SASS's addresses only)."""
 import os
 import sys
 import time
@@ -15,6 +22,8 @@ import traceback
 from pathlib import Path
 
 ON_GPU = "--gpu" in sys.argv
+EVERY = ON_GPU or "--all" in sys.argv
+PTX_DIR = Path(sys.argv[sys.argv.index("--ptx") + 1]) if "--ptx" in sys.argv[:-1] else None
 os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 ARCH = (9, 0)
@@ -79,13 +88,17 @@ def signatures():
                    *((f"layernorm {layernorm.NAMES[a]}", {k[1:]: v for k, v in layernorm.KERNELS.items() if k[0] == a},
                       4, "float32, int64") for a in layernorm.NAMES)]
         for label, kernels, tensors, tail in rows_of:
-            wanted = [(whole, keep) for whole, keep in kernels if ON_GPU
+            wanted = [(whole, keep) for whole, keep in kernels if EVERY
                       or ((t == "float32" or label in SIXTEEN_BIT) and (whole or keep == min(k for ww, k in kernels
                                                                                            if not ww)))]
             for whole, keep in wanted:
                 yield (f"{label} {'whole' if whole else 'any'} {rows.KEEPS[keep]} {t}", kernels[whole, keep],
                        f"void({r * tensors}int64, int64, {tail})")
         yield f"chain step {t}", chain._step, f"void({v}, {w}, {v}, {w}, {v}, {w}, int64, int64, int64)"
+        # The first kernels (naive.py): flat arrays, the row length, eps.
+        yield f"softmax naive {t}", softmax._naive, f"void({v}, {v}, int64)"
+        yield f"rmsnorm naive {t}", rmsnorm._naive, f"void({v}, {v}, {v}, int64, float32)"
+        yield f"layernorm naive {t}", layernorm._naive, f"void({v}, {v}, {v}, {v}, int64, float32)"
     for t in ("int64", "int32", "int16"):
         yield f"copy {t}", copy._copy, f"void({t}[::1], {t}[::1], int64)"
     yield "sum finish", sum_._finish, "void(float32[::1], float32[::1], int64)"
@@ -115,6 +128,9 @@ def main() -> int:
         try:
             ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=ARCH)
             local = "local" if ".local" in ptx else "registers"
+            if PTX_DIR is not None:
+                PTX_DIR.mkdir(parents=True, exist_ok=True)
+                (PTX_DIR / f"{name.replace(' ', '_')}.ptx").write_text(ptx)
             print(f"ok    {name:24s} {time.perf_counter() - started:5.1f} s  {len(ptx):7d} chars of PTX, "
                   f"unrolled values in {local}")
         except Exception:  # noqa: BLE001 - report every kernel, then fail

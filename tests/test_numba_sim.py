@@ -30,6 +30,8 @@ if FRAMEWORK.unusable(CPU):
     pytest.skip(f"Numba is not usable here: {FRAMEWORK.unusable(CPU)}", allow_module_level=True)
 from numba import cuda  # noqa: E402 - after the simulator is switched on; kernels see it as a global
 
+from impls._frameworks.numba import naive  # noqa: E402
+
 # -inf - -inf and the like in numpy scalars warn where the GPU quietly gives NaN, as it must.
 pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning",
                                         "ignore:overflow encountered:RuntimeWarning")
@@ -57,10 +59,25 @@ SHAPES = {1: [(1,), (4099,)], 2: [(1, 1), (3, 7), (2, 600)]}
 TOO_BIG_FOR_THE_SIMULATOR = {"many_terms"}   # 2^25 + 3 elements: on the GPU only
 
 
+FIRST_KERNELS = naive.FIRST_KERNELS   # beside the op's own variants
+
+
 def test_every_op_and_variant_has_a_numba_impl():
     for name, spec in OPS.items():
         variants = {k[2] for k in IMPLS if k[0] == name}
-        assert variants == (set(spec.variants) or {registry.NO_VARIANT}), (name, variants)
+        first = {FIRST_KERNELS[name]} if name in FIRST_KERNELS else set()
+        assert variants == (set(spec.variants) or {registry.NO_VARIANT}) | first, (name, variants)
+
+
+@pytest.mark.parametrize("op", FIRST_KERNELS)
+def test_a_first_kernel_runs_a_block_of_256_threads_a_row_and_is_right_past_a_step(cpu_runner, op):
+    """One block a row at its fixed block size, no table; rows of 513 columns: two whole steps
+    of the block and one column more, the last warps idle in the third."""
+    rec = cpu_runner.run(CaseSpec(op, "numba", FIRST_KERNELS[op], "bfloat16", (3, 513)))
+    assert rec.status == "ok", f"{rec.status}: {rec.reason}\n{rec.traceback}"
+    assert rec.deterministic and rec.batch_invariant, (rec.n_distinct, rec.batch_note)
+    assert {k: rec.impl_config[k] for k in ("threads", "rows_per_block", "simulated")} == {
+        "threads": 256, "rows_per_block": 1, "simulated": True}, rec.impl_config
 
 
 @pytest.fixture
@@ -166,7 +183,8 @@ def test_simulated_shuffles_are_the_hardware_s():
 def test_bf16_bits_convert_as_torch_converts():
     """Every bf16 bit pattern to fp32 exactly; fp32 to bf16 rounded to nearest even (ties
     both ways, the carry into the exponent, ±inf, overflow to inf, subnormals), NaN kept NaN."""
-    from impls._frameworks.numba.device import bf16_to_f32, f32_to_bf16
+    from impls._frameworks.numba.device import bf16_to_f32
+    from impls._frameworks.numba.primitives import f32_to_bf16
     bits = np.arange(-32768, 32768, dtype=np.int16)
     want = torch.from_numpy(bits.copy()).view(torch.bfloat16).float().numpy()
     got = np.array([bf16_to_f32(b) for b in bits], dtype=np.float32)

@@ -7,12 +7,17 @@ read once), else read again (from L2); 2·R·H·s + 2·H·s bytes.
             the statistics, one division per step, not per element.
   two_pass: the mean, then sum((x - mean)²).
   unsafe:   E[x²] - E[x]² in one pass: the negative control the large_mean inputs must fail.
-The group (and so the bits) is tuned per row length and dtype."""
+  naive:    one block of 256 threads a row, a column at a time (naive.py), the mean, then
+            sum((x - mean)²): the first kernel, to show the gap.
+The group (and so the bits) of the others comes from the GPU's table or the rule."""
 import numpy as np
 from numba import cuda, float32, int64, uint32
 
 from harness.registry import impl
-from impls._frameworks.numba.device import group_sum, group_welford, inlined, rsqrt, welford_merge
+from impls._frameworks.numba.device import load, store
+from impls._frameworks.numba.groups import group_sum, group_welford, welford_merge
+from impls._frameworks.numba.naive import BLOCK, block_per_row
+from impls._frameworks.numba.primitives import inlined, rsqrt
 from impls._frameworks.numba.rowchunks import (CACHED, KEPT, cache_step, chunk_words, in_row, load_step, put_chunk,
                                                refetch_step, row_setup, row_words, step_of, step_value, step_values,
                                                value_of, width)
@@ -139,3 +144,26 @@ def _register(variant: str, algorithm: int):
 
 for _variant, _algorithm in VARIANTS.items():
     _register(_variant, _algorithm)
+
+
+@cuda.jit(cache=True)
+def _naive(x, weight, bias, y, cols, eps):
+    """Row blockIdx: each thread adds its columns, the block sums them (the mean), then the same
+    for the squared deviations (the variance), then each thread normalises its columns."""
+    start = cuda.blockIdx.x * cols
+    total = float32(0)
+    for j in range(cuda.threadIdx.x, cols, BLOCK):
+        total += load(x, start + j)
+    mean = group_sum(total, BLOCK) / float32(cols)
+    squares = float32(0)
+    for j in range(cuda.threadIdx.x, cols, BLOCK):
+        deviation = load(x, start + j) - mean
+        squares += deviation * deviation
+    rstd = rsqrt(group_sum(squares, BLOCK) / float32(cols) + eps)
+    for j in range(cuda.threadIdx.x, cols, BLOCK):
+        store(y, start + j, (load(x, start + j) - mean) * rstd * load(weight, j) + load(bias, j))
+
+
+@impl("layernorm", "numba", variant="naive")
+def bind_naive(x, weight, bias, eps, out):
+    return block_per_row(_naive, (x, weight, bias, out), (np.float32(eps),))

@@ -1,5 +1,5 @@
 """Numba max: fp32 max, NaN anywhere gives NaN; reads N·s bytes. CHUNKS chunks of 4 elements
-in flight per thread as 8-byte words (device.chunk_load), a grid-stride loop, then the block's shuffle tree (device.group_max).
+in flight per thread as 8-byte words (device.chunk_load), a grid-stride loop, then the block's shuffle tree (groups.group_max).
   two_pass: block maxima, then one block over them.
   atomic:   one cuda.atomic.max per block on an order-preserving int32 key of the fp32 bits
             (any NaN the largest key): one launch. Max is exact and order-free: both give the
@@ -8,8 +8,9 @@ import torch
 from numba import cuda, float32, int32
 
 from harness.registry import impl
-from impls._frameworks.numba.device import (CHUNK, NEG_INF, bits_float, chunk_load, end_element, flat_span, float_bits,
-                                            group_max, load, max_nan, per_word)
+from impls._frameworks.numba.device import CHUNK, chunk_load, end_element, flat_span, load, per_word
+from impls._frameworks.numba.groups import NEG_INF, group_max
+from impls._frameworks.numba.primitives import bits_float, float_bits, max_nan
 from impls._frameworks.numba.launch import CHUNKS, UNROLL
 from impls._frameworks.numba.reduce import VARIANTS, Kernels, bind_reduce
 

@@ -3,13 +3,17 @@ per row (several rows a block when short; rows.py), four 16-byte chunks in fligh
 (rowchunks), the sum of squares in fp32. x is read once where one step of the group
 covers the row (its values stay in registers) or where the row fits in shared memory (kept
 there for the second pass), else read again (from L2). Rows are indexed flat (row · cols +
-column). The group is tuned per row length and dtype."""
+column). The group is tuned per row length and dtype.
+  naive: one block of 256 threads a row, a column at a time (naive.py): the first kernel, to show the gap."""
 import numpy as np
 from numba import cuda, float32, uint32
 
 from harness.registry import impl
 from impls._frameworks._launch import scratch
-from impls._frameworks.numba.device import group_sum, inlined, rsqrt
+from impls._frameworks.numba.device import load, store
+from impls._frameworks.numba.groups import group_sum
+from impls._frameworks.numba.naive import BLOCK, block_per_row
+from impls._frameworks.numba.primitives import inlined, rsqrt
 from impls._frameworks.numba.rowchunks import (CACHED, KEPT, cache_step, chunk_words, load_step, put_chunk,
                                                refetch_step, row_setup, row_words, step_of, step_value, step_values,
                                                value_of, width)
@@ -85,3 +89,22 @@ def bind(x, weight, eps, out):
         return launch(KERNELS, (), config, args, rows, (np.float32(eps),), "Numba rmsnorm")
     return row_launcher(("rmsnorm",), "rmsnorm", (x, weight, out), scratch(x.shape[1], x.dtype, x.device, 1, 1), make,
                         cacheable=True)
+
+
+@cuda.jit(cache=True)
+def _naive(x, weight, y, cols, eps):
+    """Row blockIdx: each thread adds the squares of its columns, the block sums them, then each
+    thread scales its columns."""
+    start = cuda.blockIdx.x * cols
+    squares = float32(0)
+    for j in range(cuda.threadIdx.x, cols, BLOCK):
+        v = load(x, start + j)
+        squares += v * v
+    rstd = rsqrt(group_sum(squares, BLOCK) / float32(cols) + eps)
+    for j in range(cuda.threadIdx.x, cols, BLOCK):
+        store(y, start + j, load(x, start + j) * rstd * load(weight, j))
+
+
+@impl("rmsnorm", "numba", variant="naive")
+def bind_naive(x, weight, eps, out):
+    return block_per_row(_naive, (x, weight, out), (np.float32(eps),))

@@ -1,7 +1,7 @@
 """Numba chain y = silu(rmsnorm(x; g)) · u + r.
   fused:   one kernel: the row's rsqrt(mean(x²) + eps) (the Numba RMSNorm's first pass, the
            row kept in shared memory where it fits), then silu(n)·u + r per element in fp32,
-           rounded once: 4·R·H·s + H·s bytes. 16-bit outputs take device.silu16 (ex2 and an
+           rounded once: 4·R·H·s + H·s bytes. 16-bit outputs take functions.silu16 (ex2 and an
            approximate reciprocal, as the CUDA kernel's silu_16), fp32 the accurate silu.
   unfused: the Numba RMSNorm, then silu, mul and add as elementwise kernels, each
            intermediate rounded to the dtype, written and read back (~10·R·H·s bytes)."""
@@ -11,8 +11,9 @@ from numba import cuda, float32, uint32
 
 from harness.registry import impl
 from impls._frameworks._launch import configured, scratch
-from impls._frameworks.numba.device import (CHUNK, chunk_load, chunk_store, end_element, flat_span, inlined, load,
-                                            per_word, row_silu, silu, store)
+from impls._frameworks.numba.device import CHUNK, chunk_load, chunk_store, end_element, flat_span, load, per_word, store
+from impls._frameworks.numba.functions import row_silu, silu
+from impls._frameworks.numba.primitives import inlined
 from impls._frameworks.numba.launch import CHUNKS as FLAT_CHUNKS
 from impls._frameworks.numba.launch import blocks_for, chosen, with_grid
 from impls._frameworks.numba.rowchunks import (CACHED, KEPT, chunk_words, put_chunk, refetch_step, row_setup,

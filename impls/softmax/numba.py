@@ -2,21 +2,26 @@
 short; rows.py), four 16-byte chunks in flight per thread (rowchunks), rows indexed
 flat, exp in fp32; 2·R·C·s bytes. The elements' exp (three_pass, on_chip) is 2^(d·log2 e) by
 the hardware's ex2, for 16-bit outputs shifted by 2^64, which the row's sum cancels
-(device.row_exp), as the CUDA kernels take it.
+(functions.row_exp), as the CUDA kernels take it.
   three_pass: max, sum of exp(x - max), output: x read three times (the later reads mostly
               from L2).
   online:     the (max, sum) pair rescaled as the max grows, merged across the group by the
-              same rule (device.online_merge): x read twice.
+              same rule (groups.online_merge): x read twice.
   on_chip:    the row kept in shared memory as fp32 between its passes: x read once (rows up
               to 48 KiB of fp32 a block; a longer row is an error, as it is no on-chip row).
-The group (and so the bits) is tuned per row length and dtype."""
+The group (and so the bits) is tuned per row length and dtype.
+  naive:      one block of 256 threads a row, a column at a time (naive.py), the same three
+              passes with the accurate exp: the first kernel, to show the gap."""
 import math
 
 from numba import cuda, float32, uint32
 
 from harness.registry import impl
-from impls._frameworks.numba.device import (NEG_INF, group_max, group_online, group_sum, inlined, max_nan, online_add,
-                                            row_exp)
+from impls._frameworks.numba.device import load, store
+from impls._frameworks.numba.functions import row_exp
+from impls._frameworks.numba.groups import NEG_INF, group_max, group_online, group_sum, online_add
+from impls._frameworks.numba.naive import BLOCK, block_per_row
+from impls._frameworks.numba.primitives import inlined, max_nan
 from impls._frameworks.numba.rowchunks import (CACHED, KEPT, READ, cache_step, load_step, put_chunk, refetch_step,
                                                row_setup, row_words, step_of, step_values, value_of, width)
 from impls._frameworks._launch import scratch
@@ -140,3 +145,25 @@ def _register(variant: str, algorithm: int):
 
 for _variant, _algorithm in VARIANTS.items():
     _register(_variant, _algorithm)
+
+
+@cuda.jit(cache=True)
+def _naive(x, y, cols):
+    """Row blockIdx in three passes over it: its max, its sum of exp(x - max), the output; each
+    thread takes its columns, the block reduces the max and the sum."""
+    start = cuda.blockIdx.x * cols
+    m = NEG_INF
+    for j in range(cuda.threadIdx.x, cols, BLOCK):
+        m = max_nan(m, load(x, start + j))
+    m = group_max(m, BLOCK)
+    d = float32(0)
+    for j in range(cuda.threadIdx.x, cols, BLOCK):
+        d += math.exp(load(x, start + j) - m)
+    d = group_sum(d, BLOCK)
+    for j in range(cuda.threadIdx.x, cols, BLOCK):
+        store(y, start + j, math.exp(load(x, start + j) - m) / d)
+
+
+@impl("softmax", "numba", variant="naive")
+def bind_naive(x, out):
+    return block_per_row(_naive, (x, out), ())

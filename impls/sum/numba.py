@@ -2,7 +2,7 @@
 step as 8-byte words (device.chunk_load), then adds them in turn into its fp32 total, in a
 grid-stride loop; the elements outside whole aligned chunks one at a time, last (the chunks
 start at x's first 8-byte aligned element, so the order, and the bits, follow x's address);
-then the block's shuffle tree (device.group_sum over the whole block).
+then the block's shuffle tree (groups.group_sum over the whole block).
   two_pass: a partial per block, then one block over the partials in a fixed tree: the same
             bits every run.
   atomic:   one cuda.atomic.add per block (never per element): one launch, but the order
@@ -11,7 +11,8 @@ import torch
 from numba import cuda, float32
 
 from harness.registry import impl
-from impls._frameworks.numba.device import CHUNK, chunk_load, end_element, flat_span, group_sum, load, per_word
+from impls._frameworks.numba.device import CHUNK, chunk_load, end_element, flat_span, load, per_word
+from impls._frameworks.numba.groups import group_sum
 from impls._frameworks.numba.launch import CHUNKS, UNROLL
 from impls._frameworks.numba.reduce import VARIANTS, Kernels, bind_reduce
 

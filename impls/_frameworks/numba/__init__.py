@@ -7,8 +7,14 @@ one job each, are imported by the impls:
 - runtime: the simulator switch, the disk cache, zero-copy views of torch tensors, launches
   on the current PyTorch stream (compiled at bind, never in the launcher)
 - simwarp: the warp shuffles the simulator lacks, installed only under the simulator
+- primitives: the device code that differs between the GPU (primitives_gpu, with ptx: inline
+  PTX, a line an instruction) and the simulator (primitives_sim), the same names from either
 - device: device functions every kernel shares (fp32 loads and stores of fp32, fp16 and bf16,
-  warp, group and block reductions, the Welford and online-softmax combines)
+  as elements, words and chunks)
+- functions: the softmax's exp and the chain's silu, in the form each output type needs
+- groups: reductions over a group of threads (sum, max, Welford, online softmax), one factory
+- rowchunks: a row's chunks, steps and shared-memory cache (the row kernels' device code)
+- naive: the first row kernels' launch, one block of 256 threads a row, no table
 - launch: the 1-D kernels' grids, tuned through harness.tuner
 - rows: the row kernels' configs (threads per row), tuned through harness.rowsearch
 """

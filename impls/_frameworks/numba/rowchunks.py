@@ -30,9 +30,10 @@ start (its first flat element and word) is 64-bit. So a row has fewer than 2^31 
 visits nothing but still joins its group's reductions (they synchronise the block)."""
 from numba import cuda, int64, uint32, uint64
 
-from impls._frameworks.numba.device import (LOW16, bits_float, element_bits, exact_bits, from_bits, inlined, load_chunk,
-                                            narrow, pair_bits, per_word, shared_address, shared_load, shared_store,
-                                            store, store_chunk, to_bits)
+from impls._frameworks.numba.device import (LOW16, element_bits, exact_bits, from_bits, narrow, pair_bits, per_word, store,
+                                            to_bits)
+from impls._frameworks.numba.primitives import (bits_float, inlined, load_chunk, shared_address, shared_load,
+                                                shared_store, store_chunk)
 from impls._frameworks.numba.rows import CHUNK_BYTES, CHUNKS
 from impls._frameworks.numba.rows import CACHED, KEPT, READ  # noqa: F401 - the keeps, for the kernels
 
@@ -175,7 +176,7 @@ def put_chunk(a, w, wide, word, start, k, n, out, whole):
 
 # --- the row's cache in shared memory: column width·k + t at slot base + t·chunks + k, so
 # that a warp's threads, on consecutive chunks, touch consecutive words (no bank conflicts).
-# Addressed in bytes from the shared offset (device.shared_address): 32-bit arithmetic. -----
+# Addressed in bytes from the shared offset (primitives.shared_address): 32-bit arithmetic. -----
 
 @cuda.jit(device=True)
 def cache_base(x, cache, slot, chunks):

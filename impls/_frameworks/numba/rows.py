@@ -14,7 +14,7 @@ multiple of ``chunk``, each tensor 16-byte aligned) a kernel compiled for such r
 chunk one predicated 16-byte load; otherwise one that tests each chunk. Both do the same
 arithmetic in the same order. A block holds ``threads / group`` rows. So a row's bits depend
 only on ``group`` and the row length (with the dtype, which fixes ``chunk``): the order each
-thread adds its columns in, in fp32, and the reduction tree (device.py);
+thread adds its columns in, in fp32, and the reduction tree (groups.py);
 ``threads``, ``cached`` (the row kept in shared memory
 as fp32 between its passes, where it fits, instead of read again), ``kept`` (one step of
 the group covers the row: its values stay in registers between the passes, no cache, no

@@ -1,0 +1,23 @@
+"""The first row kernels' launch (variant ``naive``): what a
+newcomer writes first, kept beside the tuned kernels to show the gap. One block a row, each
+thread taking the columns threadIdx, threadIdx + BLOCK, ... one element at a time (no vector
+loads), the row's statistics by groups' block reduction (xor shuffles in each warp, then shared
+memory across the warps). No config table and no tuning: BLOCK threads a block, always, the
+block size the CUDA seed's block_per_row takes."""
+from impls._frameworks._launch import configured
+from impls._frameworks.numba.runtime import SIMULATED, Launch, flat, view
+
+BLOCK = 256   # 8 warps: a row of up to 256 columns in one step, longer rows in steps of 256
+# The variant of each op launched here.
+FIRST_KERNELS = {"softmax": "naive", "rmsnorm": "naive", "layernorm": "naive"}
+
+
+def block_per_row(kernel, tensors: tuple, scalars: tuple):
+    """The launcher of ``kernel(*tensors flat, cols, *scalars)`` over a grid of one block a row of
+    tensors[0] (its rows x cols), with its fixed config attached."""
+    rows, cols = tensors[0].shape
+    config = {"threads": BLOCK, "rows_per_block": 1, **({"simulated": True} if SIMULATED else {})}
+    if rows == 0:
+        return configured(lambda: None, config)
+    args = (*(view(flat(t)) for t in tensors), cols, *scalars)
+    return configured(Launch(kernel, rows, BLOCK, args, device=tensors[0].device), config)
