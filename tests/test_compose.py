@@ -130,13 +130,13 @@ def test_docker_compose_run_harness_reaches_mlflow_and_survives_its_outage():
         [first] = results_files()
         assert first.stat().st_uid == 1000, "the results were not written by the image's user (uid 1000)"
         records = read_records(first)
-        # rmsnorm's smoke sweep: 3 shapes x 3 dtypes, a record for every framework with an rmsnorm
+        # rmsnorm's smoke sweep: 2 shapes x 3 dtypes, a record for every framework with an rmsnorm
         # module in impls/rmsnorm/ in each (a skipped one included), and the same records in every
         # case (read from the folder: other tests in this process register frameworks of their own)
         modules = {p.stem for p in (ROOT / "impls" / "rmsnorm").glob("*.py") if p.stem != "__init__"}
         assert {r["impl"] for r in records} == modules
         per_case = Counter((tuple(r["shape"]), r["dtype"]) for r in records)
-        assert len(per_case) == 9 and len(set(per_case.values())) == 1, per_case
+        assert len(per_case) == 6 and len(set(per_case.values())) == 1, per_case
         assert all(r["device"] == "cpu" for r in records)
         assert {r["status"] for r in records} <= {"ok", "skipped"}, \
             [(r["impl"], r["status"], r["reason"]) for r in records if r["status"] not in ("ok", "skipped")]

@@ -22,8 +22,9 @@ from harness.runner import Runner
 from harness.sinks import console
 
 CPU = torch.device("cpu")
-# 2 row shapes x 3 dtypes x 8 impls, of which eager, torch_compile, triton and numba run here.
-MAIN_CASES, MAIN_RUNNABLE = 48, 24
+# 2 row shapes x 3 dtypes x 10 impls and variants, of which eager, torch_compile, triton and numba
+# (each also naive) run here.
+MAIN_CASES, MAIN_RUNNABLE = 60, 36
 # Elements of one input set (every tensor of it) that an interpreted case of the main command
 # may hand its interpreter: 5x100 and its weight take 600.
 SIM_SET_ELEMENTS = 1000
