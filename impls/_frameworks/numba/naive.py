@@ -3,11 +3,15 @@ newcomer writes first, kept beside the tuned kernels to show the gap. One block 
 thread taking the columns threadIdx, threadIdx + BLOCK, ... one element at a time (no vector
 loads), the row's statistics by groups' block reduction (xor shuffles in each warp, then shared
 memory across the warps). No config table and no tuning: BLOCK threads a block, always, the
-block size the CUDA seed's block_per_row takes."""
+block size the CUDA seed's block_per_row takes (in the simulator, fewer: BLOCK)."""
 from impls._frameworks._launch import configured
 from impls._frameworks.numba.runtime import SIMULATED, Launch, flat, view
 
-BLOCK = 256   # 8 warps: a row of up to 256 columns in one step, longer rows in steps of 256
+# 8 warps a row on a GPU: up to 256 columns in one step, longer rows in steps of 256. In the
+# simulator, which runs a Python thread per CUDA thread, 2 warps: the shuffles within a warp and
+# the shared step across warps still both run (256 made these kernels 135 of the CPU main
+# command's 163 case-seconds).
+BLOCK = 64 if SIMULATED else 256
 # The variant of each op launched here.
 FIRST_KERNELS = {"softmax": "naive", "rmsnorm": "naive", "layernorm": "naive"}
 
