@@ -75,7 +75,8 @@ def first_run_table(rows: list[dict]) -> list[str]:
         lines.append(f"| {op} | {first.get('cases', '')} | {shown[0]} | {shown[1]} | {tracking} | {measured} |")
     ops = {op for op, _ in cells}
     if len(ops) > 1:   # named by what it sums: op=all is the catalogue, and these may be fewer
-        summed = [f"{total[phase]:.0f}{'+' if cut_in[phase] else ''}" for phase in ("cold", "warm")]
+        summed = [f"{total[phase]:.0f}{'+' if cut_in[phase] else ''}" if any(p == phase for _, p in cells) else ""
+                  for phase in ("cold", "warm")]   # a phase no op measured sums to nothing, not 0
         lines.append(f"| these {len(ops)} summed | | {summed[0]} | {summed[1]} | | |")
     cut = cut_in["cold"] or cut_in["warm"]
     if untracked:

@@ -323,3 +323,10 @@ def test_a_page_s_own_data_with_a_damaged_record_is_refused_not_rewritten_withou
                          "--dir", str(out)]) == 2
     assert f'{data}, line 1: a damaged record: median_us is "fast", not a number or null' in capsys.readouterr().err
     assert json.loads(data.read_text())["median_us"] == "fast"
+
+
+def test_a_phase_no_op_measured_sums_to_nothing_not_zero():
+    """Cold runs alone (a GPU call's time went to them): the warm column's sum read 0."""
+    lines = results.first_run_table([json.loads(first_run(op, "cold", 20.0, "2026-12-02T10:00:00Z", "NVIDIA H200"))
+                                     for op in ("copy", "softmax")])
+    assert "| these 2 summed | | 40 |  | | |" in lines
