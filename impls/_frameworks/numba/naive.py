@@ -8,10 +8,10 @@ from impls._frameworks._launch import configured
 from impls._frameworks.numba.runtime import SIMULATED, Launch, flat, view
 
 # 8 warps a row on a GPU: up to 256 columns in one step, longer rows in steps of 256. In the
-# simulator, which runs a Python thread per CUDA thread, 2 warps: the shuffles within a warp and
-# the shared step across warps still both run (256 made these kernels 135 of the CPU main
-# command's 163 case-seconds).
-BLOCK = 64 if SIMULATED else 256
+# simulator, which runs a Python thread per CUDA thread and makes each barrier a wait on all of
+# them, one warp: the shuffles run there, the step across warps on the GPU (256 threads made
+# these kernels 135 of the CPU main command's 163 case-seconds, 64 threads 69 of 104).
+BLOCK = 32 if SIMULATED else 256
 # The variant of each op launched here.
 FIRST_KERNELS = {"softmax": "naive", "rmsnorm": "naive", "layernorm": "naive"}
 
