@@ -153,7 +153,7 @@ def test_docker_compose_run_harness_reaches_mlflow_and_survives_its_outage():
         second = [f for f in results_files() if f != first]
         assert len(second) == 1, results_files()
         waiting = {r["record_id"] for r in read_records(second[0])}
-        assert len(waiting) == 9 and not waiting & set(uploaded_record_ids())
+        assert len(waiting) == 6 and not waiting & set(uploaded_record_ids())
 
         compose("start", "mlflow", step="start mlflow")
         wait_healthy()
