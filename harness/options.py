@@ -149,11 +149,11 @@ def _shown(f: dataclasses.Field) -> str:
     """A field's default as it is typed on the command line (``...`` where a config group sets it)."""
     if f.default is not dataclasses.MISSING:
         value = f.default
-    elif f.default_factory is not dataclasses.MISSING and f.name == "dtype":
+    elif f.default_factory is not dataclasses.MISSING:
         value = f.default_factory()
     else:
         return "..."
-    if value is MISSING:
+    if value is MISSING or isinstance(value, dict) or dataclasses.is_dataclass(value):
         return "..."
     if isinstance(value, enum.Enum):
         return value.value

@@ -69,7 +69,8 @@ class Sweep:
 class Tracking:
     """A tracking config (conf/tracking/<name>.yaml) fills these."""
     enabled: bool = key(doc="log to MLflow (tracking=none: the JSONL only)", advice="give true or false")
-    uri: Optional[str] = key(doc="the MLflow store or server, in place of the tracking config's (whose default is $MLFLOW_TRACKING_URI where it is set)")
+    uri: Optional[str] = key(doc="the MLflow store or server, in place of the tracking config's (whose default is "
+                             "$MLFLOW_TRACKING_URI where it is set)")
     experiment: str = key(doc="the MLflow experiment")
     parent_run_id: Optional[str] = key(None, "log this invocation under an existing run (the nightly job does)")
     group: Optional[str] = key(None, "tag every run with this group (the nightly job sets nightly)")

@@ -1,5 +1,6 @@
 """The config schema (harness.schema): one declaration gives --help, the key checks and the
 frameworks' settings, which reach the processes that run cases in their start message."""
+import dataclasses
 import os
 
 import pytest
@@ -13,8 +14,8 @@ from harness.runner import CaseSpec, Runner, Settings
 def test_help_lists_every_key_of_the_schema_with_its_doc():
     text = options.help_text()
     for name, f, kind in schema.walk(schema.current()):
-        group = kind is not None and schema.dataclasses.is_dataclass(kind)
-        if group or name.startswith("sweep.timing."):   # a group; the timing budget's one doc stands for its keys
+        group = kind is not None and dataclasses.is_dataclass(kind)
+        if group or name.startswith("sweep.timing."):   # a group; the timing budget's doc stands for its keys
             continue
         doc = f.metadata.get("doc")
         assert doc, f"{name} has no doc"
