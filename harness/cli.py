@@ -20,6 +20,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
+from omegaconf.errors import ValidationError as OmegaConfValidationError
 
 from harness import device as devices
 from harness import plan as planning
@@ -369,8 +370,9 @@ def run_guarded(cfg: DictConfig) -> int:
     try:
         with sigint_once():   # a time limit's SIGINT comes twice (harness.interrupts)
             return run(cfg)
-    except ConfigError as e:
-        print(f"harness: error: {e}", file=sys.stderr)
+    except (ConfigError, OmegaConfValidationError) as e:   # the latter: an interpolation of the wrong type
+        print(f"harness: error: {str(e).splitlines()[0] if not isinstance(e, ConfigError) else e}"
+              + (f" ({e.full_key})" if getattr(e, "full_key", None) else ""), file=sys.stderr)
         _drop_empty_run_folder()
         return 2
     except KeyboardInterrupt:

@@ -1,46 +1,61 @@
-"""Every config group given on the command line names files of conf/<group>/, and every key
-names a key of conf/, or it is an error naming it.
+"""Every config group given on the command line names files of conf/<group>/, every key
+names a key of the config's schema (harness.schema) or of an op's config, and every value
+has the key's type, or it is an error naming it.
 
 Hydra alone answers a misspelt key (``shape=[[4,4]]``) with "Key 'shape' is not in struct"
-and exit 1, and advises ``+shape=...``, which it then accepts and the harness never reads:
-the run goes on without the setting the user meant. Here a key is known when it is a key
-of conf/config.yaml, of an op's, sweep's or tracking config, or Hydra's own (``hydra...``).
+and exit 1, and advises ``+shape=...``; a value of the wrong type is its traceback-like
+report and exit 1. Here each is one line naming the key and what to give, exit 2.
 """
 from __future__ import annotations
 
 import difflib
 
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
+from omegaconf.errors import ValidationError
 
+from harness import schema
 from harness.errors import ConfigError, unknown
 
-GROUPS = ("op", "sweep", "tracking")   # config groups a user picks on the command line
+GROUPS = tuple(schema.GROUPS)   # config groups a user picks on the command line
 
 
-def known_tree(conf_dir) -> dict:
-    """The keys a run's config can have: config.yaml's own, ``ops.<op>...`` from every op's
-    config, ``sweep...`` and ``tracking...`` from every config of those groups."""
-    tree = OmegaConf.to_container(OmegaConf.load(conf_dir / "config.yaml"))
-    tree.pop("defaults", None)
-    tree.pop("hydra", None)
+def known_tree(conf_dir, config: type) -> dict:
+    """The keys a run's config can have: the schema's, and ``ops.<op>...`` from every op's
+    config (an op's parameters are its own)."""
+    tree = OmegaConf.to_container(OmegaConf.structured(config))
     ops: dict = {}
     for path in sorted((conf_dir / "op").glob("*.yaml")):
         ops.update((OmegaConf.to_container(OmegaConf.load(path)) or {}).get("ops") or {})
     tree["ops"] = ops
-    for group in GROUPS[1:]:   # op's configs fill ``ops`` (above)
-        merged: dict = {}
-        for path in sorted((conf_dir / group).glob("*.yaml")):
-            _merge(merged, OmegaConf.to_container(OmegaConf.load(path)) or {})
-        tree[group] = merged
     return tree
 
 
-def _merge(into: dict, other: dict) -> None:
-    for k, v in other.items():
-        if isinstance(v, dict) and isinstance(into.get(k), dict):
-            _merge(into[k], v)
-        else:
-            into.setdefault(k, v)
+def check_value(config: type, arg: str) -> None:
+    """A ConfigError for a value the schema's type for its key refuses, naming the key, the
+    value and the field's advice (an Enum's: its values). Sweeps (``-m``'s ``a,b``) and
+    interpolations are left to Hydra, which checks each value as it composes a job."""
+    override = OverridesParser.create().parse_override(arg)
+    typed = schema.field_at(config, override.key_or_group)
+    if typed is None or override.is_sweep_override() or override.is_delete():
+        return
+    (found, kind), value = typed, override.value()
+    try:
+        OmegaConf.update(OmegaConf.structured(config), override.key_or_group, value, merge=True)
+    except ValidationError:
+        if choices := schema.choices(kind):
+            raise unknown(override.key_or_group, value, choices) from None
+        advice = found.metadata.get("advice") or found.metadata.get("doc") or "see harness --help"
+        raise ConfigError(f"{override.key_or_group}={value!r}: {advice}") from None
+
+
+def _renamed(key: str, tree: dict) -> str | None:
+    """The ``frameworks.<name>.<setting>`` a top-level ``<name>_<setting>`` became, if any."""
+    for name, settings in (tree.get("frameworks") or {}).items():
+        for setting in settings or {}:
+            if key == f"{name}_{setting}":
+                return f"frameworks.{name}.{setting}"
+    return None
 
 
 def group_choices(argv: list[str], conf_dir) -> dict[str, set[str] | None]:
@@ -126,6 +141,7 @@ def check(argv: list[str], conf_dir) -> None:
     check_words(argv, conf_dir)
     ops = group_choices(argv, conf_dir)["op"]
     every = {p.stem for p in (conf_dir / "op").glob("*.yaml")} - {"all"}
+    config = schema.current()
     tree, chosen = None, (None if ops is None else every if "all" in ops else ops)
     sweep_named = any(a.partition("=")[0] == "sweep" and a.partition("=")[2] != "auto" for a in argv)
     for arg in argv:
@@ -135,8 +151,10 @@ def check(argv: list[str], conf_dir) -> None:
         key = key.lstrip("+~")
         if key in GROUPS or key.startswith("hydra") or "/" in key or "@" in key:
             continue   # a config group (group_choices), or Hydra's own
-        tree = tree if tree is not None else known_tree(conf_dir)
+        tree = tree if tree is not None else known_tree(conf_dir, config)
         node, parts = tree, key.split(".")
+        if renamed := _renamed(key, tree):
+            raise ConfigError(f"{key} is now {renamed}: give {renamed}={arg.partition('=')[2]}")
         if parts[0] == "ops" and len(parts) > 1 and parts[1] in tree["ops"] and chosen is not None \
                 and parts[1] not in chosen:
             raise ConfigError(f"{key}: op {parts[1]} is not among the ops given ({', '.join(sorted(chosen))}); "
@@ -159,3 +177,4 @@ def check(argv: list[str], conf_dir) -> None:
         if parts[0] == "sweep" and len(parts) > 1 and not sweep_named:
             raise ConfigError(f"{key} changes a named sweep: add sweep=smoke, sweep=default or sweep=full "
                               "(sweep=auto picks one for the device and would drop it)")
+        check_value(config, arg)

@@ -2,13 +2,15 @@
 line naming the key and what to give (harness.errors.ConfigError: exit 2), and ``harness --help``."""
 from __future__ import annotations
 
+import dataclasses
+import enum
 import os
-import re
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, OmegaConf
 
 from harness import plan as planning
+from harness import schema
 from harness.errors import ConfigError
 from harness.runner import Settings
 from harness.sinks.mlflow import uri_problem as tracking_uri_problem
@@ -37,19 +39,18 @@ def settings_from(cfg: DictConfig, invocation_id: str, seed: int) -> Settings:
         seeds=int(sw.seeds), base_seed=seed, determinism_runs=int(sw.determinism_runs),
         batch_invariance=bool(sw.batch_invariance), budget=TimingBudget(**sw.timing),
         roof_bytes=int(cfg.roof.bytes), roof_cache=bool(cfg.roof.cache),
-        roof_max_age_s=float(cfg.roof.max_age_s), invocation_id=invocation_id)
+        roof_max_age_s=float(cfg.roof.max_age_s), invocation_id=invocation_id,
+        frameworks=OmegaConf.to_container(cfg.frameworks, resolve=True, enum_to_str=True))
 
+
+# The schema (harness.schema) types every key, so a value here has its type; what is left
+# to check is its range, before any case.
 
 def processes_of(cfg: DictConfig) -> int:
     """``processes``: how many fresh worker processes each case runs in (harness.processes)."""
-    value = cfg.get("processes", 1)
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        n = 0
-    if isinstance(value, bool) or n < 1 or str(n) != str(value).strip():
-        raise ConfigError(f"processes={value!r}: give a whole number >= 1 (1: each case in the run's one "
-                          "worker; 3: each case in three fresh ones, their medians merged)")
+    n = cfg.processes
+    if n < 1:
+        raise ConfigError(f"processes={n!r}: {_advice('processes')}")
     if n > 1 and not cfg.isolate:
         raise ConfigError(f"processes={n} needs worker processes: drop isolate=false")
     return n
@@ -57,56 +58,46 @@ def processes_of(cfg: DictConfig) -> int:
 
 def seed_of(cfg: DictConfig) -> int | None:
     """``seed``: a whole number, or null for a fresh one."""
-    value = cfg.get("seed")
-    if value is None:
-        return None
-    if isinstance(value, bool) or not str(value).strip().lstrip("-").isdigit():
-        raise ConfigError(f"seed={value!r}: give a whole number (e.g. seed=1234), or seed=null for a fresh one")
+    value = cfg.seed
     # torch.Generator takes a 64-bit seed, and each case's input sets add up to ~1100 to it
     # (runner.py): a signed 64-bit base keeps every one of them in range, where a larger one
     # made every case an ERROR record ("Overflow when unpacking long long") and exit 0.
-    if not SEED_MIN <= int(value) <= SEED_MAX:
+    if value is not None and not SEED_MIN <= value <= SEED_MAX:
         raise ConfigError(f"seed={value}: give a whole number from {SEED_MIN} to {SEED_MAX} (a signed 64-bit "
                           "integer), or seed=null for a fresh one")
-    return int(value)
+    return value
 
 
 SEED_MIN, SEED_MAX = -2**63, 2**63 - 1
 
 
 def case_timeout_of(cfg: DictConfig) -> float:
-    value = cfg.get("case_timeout_s")
-    try:
-        t = float(value)
-    except (TypeError, ValueError):
-        t = -1.0
-    if isinstance(value, bool) or not t > 0:
-        raise ConfigError(f"case_timeout_s={value!r}: give the seconds a case may take, a number > 0 "
-                          "(default 900)")
+    t = cfg.case_timeout_s
+    if not t > 0:
+        raise ConfigError(f"case_timeout_s={_number(t)}: {_advice('case_timeout_s')}")
     return t
 
 
-FLAGS = ("isolate", "strict", "roof.cache")   # true or false: any other word would read as true
 ROOF_MIN_BYTES = 1 << 20
 
 
 def check_values(cfg: DictConfig) -> None:
-    """The keys a typo would otherwise turn into another setting or a traceback: the flags
-    (Python reads strict=no as true), roof.bytes (0 drops the roof, unsaid) and roof.max_age_s."""
-    for key in FLAGS:
-        value = OmegaConf.select(cfg, key)
-        if not isinstance(value, bool):
-            got = f" (a {type(value).__name__}: an interpolation must give a boolean)" if isinstance(value, str) \
-                and value.lower() in ("true", "false") else ""
-            raise ConfigError(f"{key}={value!r}{got}: give true or false")
-    value = cfg.roof.bytes
-    if isinstance(value, bool) or not isinstance(value, int) or value < ROOF_MIN_BYTES:
-        raise ConfigError(f"roof.bytes={value!r}: give the bytes of each roof kernel's buffer, a whole number "
-                          f">= {ROOF_MIN_BYTES} (default 1073741824: far beyond the caches)")
+    """roof.bytes (below a MiB the roof says nothing) and roof.max_age_s (nan or inf would
+    keep a roof for ever, or never)."""
+    if cfg.roof.bytes < ROOF_MIN_BYTES:
+        raise ConfigError(f"roof.bytes={cfg.roof.bytes!r}: {_advice('roof.bytes')}")
     value = cfg.roof.max_age_s
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or value == float("inf"):
-        raise ConfigError(f"roof.max_age_s={value!r}: give the seconds a measured roof is reused, a number >= 0 "
-                          "(default 86400; 0 measures it again each run)")
+    if not value >= 0 or value == float("inf"):
+        raise ConfigError(f"roof.max_age_s={_number(value)}: {_advice('roof.max_age_s')}")
+
+
+def _number(value: float) -> str:
+    """A float key's value as it was typed: -1, not -1.0."""
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+def _advice(key: str) -> str:
+    return schema.field_at(schema.current(), key)[0].metadata["advice"]
 
 
 def check_tracking_uri(cfg: DictConfig) -> None:
@@ -119,34 +110,32 @@ def check_tracking_uri(cfg: DictConfig) -> None:
 
 
 def help_text() -> str:
-    """What the tool does, every key of conf/config.yaml with its meaning (its comment there),
-    the config groups and their choices, and examples."""
-    groups = {g: sorted(p.stem for p in (planning.CONF_DIR / g).glob("*.yaml")) for g in ("op", "sweep", "tracking")}
+    """What the tool does, the config groups and their choices, every key of the schema with
+    its default and its doc (harness.schema), and examples."""
     lines = ["harness: compare GPU kernel implementations across frameworks.", "",
              "Runs every implementation of the chosen ops on the same inputs and records, per case,",
              "correctness against float64, determinism, batch invariance and GB/s against the roof",
              "measured on this device (JSONL in the run folder, MLflow, a table on the console).", "",
              "usage: harness op=OP [key=value ...]     (harness -m ... sweeps, one job per value)", "",
              "config groups:"]
-    keys, section = [], ""
-    for line in (planning.CONF_DIR / "config.yaml").read_text().splitlines():
-        body, _, meaning = line.partition("#")
-        key, colon, value = body.strip().lstrip("- ").partition(":")
-        if not colon or line.startswith("#"):
+    for group, meaning in schema.GROUPS.items():
+        choices = sorted(p.stem for p in (planning.CONF_DIR / group).glob("*.yaml"))
+        lines.append(f"  {group:<22} {meaning}; choices: {', '.join(choices)}")
+    lines += ["", "keys:"]
+    stands_for = None   # a group of keys whose one doc stands for them all (sweep.timing)
+    for name, f, kind in schema.walk(schema.current()):
+        if stands_for and name.startswith(stands_for + "."):
             continue
-        if not line.startswith(" "):
-            section = key if not value.strip() else ""
-        if section == "defaults" and key in groups:
-            lines.append(f"  {key:<22} {meaning.strip()}; choices: {', '.join(groups[key])}")
-        elif section not in ("defaults", "hydra") and meaning.strip() and value.strip():
-            name = f"{section}.{key}" if line.startswith(" ") else key
-            value, meaning = value.strip(), meaning.strip()
-            if env := re.fullmatch(r"\$\{oc\.env:(\w+),(.*)\}", value):   # a default the environment may set
-                value, meaning = env.group(2), f"{meaning} (env {env.group(1)})"
-            keys.append(f"  {name + '=' + value:<38} {meaning}")
-    keys += [f"  {'tracking.uri=...':<38} the MLflow store or server, in place of the tracking config's",
-             f"  {'ops.<op>.params.<name>=...':<38} an op's parameter (conf/op/<op>.yaml), e.g. ops.rmsnorm.params.eps=1e-5"]
-    lines += ["", "keys:", *keys]
+        doc, group = f.metadata.get("doc", ""), kind is not None and dataclasses.is_dataclass(kind)
+        if group and not doc:
+            continue   # roof, sweep, ...: their keys follow
+        if group:
+            stands_for, name = name, f"{name}.<name>"
+        elif name == "ops":
+            name = "ops.<op>.params.<name>"
+        if choices := schema.choices(kind):
+            doc += f" (choices: {', '.join(choices)})"
+        lines.append(f"  {name + '=' + _shown(f):<38} {doc}")
     lines += ["", "examples:",
               "  harness op=rmsnorm impl=all                      every rmsnorm impl usable here",
               "  harness op=all impl=eager sweep=smoke            every op, eager PyTorch, small shapes",
@@ -154,6 +143,28 @@ def help_text() -> str:
               "  harness -m op=rmsnorm,softmax impl=triton        a multirun: one job per op", "",
               "Bad values get an error naming the key and the choices, exit 2. Hydra's own help: --hydra-help."]
     return "\n".join(lines)
+
+
+def _shown(f: dataclasses.Field) -> str:
+    """A field's default as it is typed on the command line (``...`` where a config group sets it)."""
+    if f.default is not dataclasses.MISSING:
+        value = f.default
+    elif f.default_factory is not dataclasses.MISSING:
+        value = f.default_factory()
+    else:
+        return "..."
+    if value is MISSING or isinstance(value, dict) or dataclasses.is_dataclass(value):
+        return "..."
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return yaml_value(value)
+
+
+def yaml_value(value) -> str:
+    return "null" if value is None else "true" if value is True else "false" if value is False else \
+        "[" + ", ".join(map(str, value)) + "]" if isinstance(value, list) else str(value)
 
 
 RUN_FOLDER_KEYS = ("hydra.run.dir", "hydra.sweep.dir")

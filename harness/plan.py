@@ -7,7 +7,6 @@ with the reason.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from omegaconf import OmegaConf, open_dict
 
 from harness import registry
 from harness.device import memory_bytes
+from harness import schema
 from harness.errors import ConfigError, unknown
 from harness.runner import DTYPES, CaseSpec
 
@@ -32,7 +32,7 @@ def resolve_sweep(cfg, device: torch.device) -> None:
         return
     chosen = "default" if device.type == "cuda" else "smoke"
     with open_dict(cfg):
-        cfg.sweep = OmegaConf.load(CONF_DIR / "sweep" / f"{chosen}.yaml")
+        OmegaConf.update(cfg, "sweep", OmegaConf.load(CONF_DIR / "sweep" / f"{chosen}.yaml"), merge=True)
     if device.type != "cuda":   # shapes= replaces the sweep's shapes: then only its sampling is chosen
         print(f"harness: sweep=auto chose the {chosen} sweep on {device} "
               + ("(its sampling; your shapes= replace its shapes)" if cfg.get("shapes") is not None
@@ -91,26 +91,11 @@ class Plan:
         return [c for c in self.cases if not c.skip_reason]
 
 
-def _framework_settings(cfg, frameworks: dict) -> None:
-    """Settings read by a framework's plumbing (its ``config_settings``, e.g. how
-    torch.compile treats shapes), checked here and handed to it (and to the worker
-    processes) through the environment."""
-    settings = [(name, variable, values) for fw in frameworks.values()
-                for name, (variable, values) in fw.config_settings.items()]
-    for name, variable, values in settings:
-        value = str(cfg.get(name, values[0]))
-        if value not in values:
-            raise ConfigError(f"{unknown(name, value, values)} (set by {name}=, or by ${variable} where the "
-                              "config reads it)")
-        os.environ[variable] = value
-
-
 def build(cfg, device: torch.device) -> Plan:
     all_ops = registry.ops()
     frameworks = registry.frameworks()
     for fw in frameworks.values():
         fw.prepare(device)
-    _framework_settings(cfg, frameworks)
 
     # --- ops: the op config group (conf/op/<op>.yaml) fills cfg.ops.<op> ---
     selected = OmegaConf.to_container(cfg.get("ops") or {}, resolve=True)
@@ -337,3 +322,6 @@ def _too_big(spec, shape, dtype: str, mem: int, device, user_given: bool) -> str
     if user_given:
         raise ConfigError(msg + "; choose smaller shapes")
     return msg
+
+
+schema.register()   # before anything composes conf/ (its defaults list names the schema)

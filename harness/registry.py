@@ -140,11 +140,10 @@ class Framework:
 
     name: ClassVar[str]
     role: ClassVar[str] = PEER
-    # Settings of the run's config (conf/config.yaml) that this framework's plumbing reads:
-    # {name: (environment variable, its values; the first is the default)}. The harness
-    # checks each value and hands it to the plumbing, and to worker processes, through the
-    # environment variable.
-    config_settings: ClassVar[dict[str, tuple[str, tuple[str, ...]]]] = {}
+    # This framework's settings, ``frameworks.<name>.*`` of the run's config: a dataclass whose
+    # fields carry harness.schema.key metadata (the doc --help shows). The run checks them
+    # against it and hands them to every process that runs cases (``configure``).
+    settings_schema: ClassVar[type | None] = None
     # The distributions whose versions a record's provenance names (the first installed of
     # alternatives is the one found).
     packages: ClassVar[tuple[str, ...]] = ()
@@ -156,6 +155,15 @@ class Framework:
             raise ValueError(f"framework {cls.__name__}: role {cls.role!r}; it must be {OURS!r} or {PEER!r}")
         if "name" in cls.__dict__:
             Framework._registry[cls.name] = cls()
+            Framework._registry[cls.name].configure({})   # its defaults, until a run configures it
+
+    def configure(self, values: dict) -> None:
+        """Take the run's ``frameworks.<name>.*`` (plain values; defaults where absent),
+        checked against ``settings_schema``, as ``self.config``: before any case, in each
+        process that runs cases."""
+        if self.settings_schema is not None:
+            from omegaconf import OmegaConf
+            self.config = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(self.settings_schema), values))
 
     def prepare(self, device: torch.device) -> None:
         """Environment set before the impl modules are imported (e.g. an interpreter flag)."""
@@ -270,6 +278,16 @@ def frameworks() -> dict[str, Framework]:
         importlib.import_module(f"{pkg.__name__}.{name}")
     load_plugins()
     return dict(sorted(Framework._registry.items()))
+
+
+def configure(settings: dict[str, dict]) -> None:
+    """Hand each framework its settings (``{name: {key: value}}``, the run's ``frameworks``)."""
+    for name, fw in frameworks().items():
+        fw.configure(settings.get(name) or {})
+
+
+def framework(name: str) -> Framework:
+    return Framework._registry.get(name) or frameworks()[name]
 
 
 def role_of(framework: str) -> str:

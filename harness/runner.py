@@ -55,6 +55,9 @@ class Settings:
     # The launcher's contract (harness.integrity) on every case. The sweeps always check it;
     # a test of numerics alone, over many shapes of impls already checked, may not.
     contract: bool = True
+    # Each framework's settings, the run's ``frameworks.<name>.*`` as plain values: every
+    # process that runs cases hands them to its frameworks (Framework.configure) as it starts.
+    frameworks: dict = field(default_factory=dict, hash=False)
 
 
 def base_record(spec: CaseSpec, device, settings: Settings, provenance: dict) -> Record:
@@ -139,6 +142,7 @@ class Runner:
         self.timer = timer_for(device)
         self.interp_timer = WallTimer(interpreter=True)
         self.frameworks = registry.frameworks()
+        registry.configure(settings.frameworks)
         self.ops = registry.ops()
         for fw in self.frameworks.values():
             fw.prepare(device)

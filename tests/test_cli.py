@@ -198,7 +198,12 @@ def test_the_key_check_names_what_it_refuses(argv, message):
     (["op=copy", "shapes=[[4000000000000]]"], 2, "choose smaller shapes"),
     (["op=rmsnorm", "shapes=banana"], 2, "give a list of shapes"),
     (["op=rmsnorm", "device=tpu"], 2, "unknown device 'tpu'"),
-    (["op=rmsnorm", "torch_compile_shapes=dynamic"], 2, "unknown torch_compile_shapes 'dynamic'"),
+    (["op=rmsnorm", "frameworks.torch_compile.shapes=dynamic"], 2,
+     "unknown frameworks.torch_compile.shapes 'dynamic' (did you mean 'dynamic_rows'?); valid: dynamic_rows, static"),
+    (["op=rmsnorm", "frameworks.torch_compile.shape=static"], 2, "unknown key 'frameworks.torch_compile.shape' (did "
+     "you mean 'frameworks.torch_compile.shapes'?); frameworks.torch_compile has: shapes"),
+    (["op=rmsnorm", "torch_compile_shapes=static"], 2,
+     "torch_compile_shapes is now frameworks.torch_compile.shapes: give frameworks.torch_compile.shapes=static"),
     (["op=rmsnorm", "tuning=fresh"], 2, "unknown key 'tuning'"),   # a run never searches: harness-tune does
     (["op=rmsnorm", "processes=0"], 2, "processes=0: give a whole number >= 1"),
     (["op=rmsnorm", "processes=banana"], 2, "processes='banana': give a whole number >= 1"),
@@ -209,7 +214,7 @@ def test_the_key_check_names_what_it_refuses(argv, message):
                                                          "mean 'ops.rmsnorm.params.eps'?); ops.rmsnorm.params has: eps"),
     (["op=rmsnorm", "sweep.seeds=1"], 2, "sweep.seeds changes a named sweep: add sweep=smoke"),
     (["op=rmsnorm", "ops.rmsnorm.params.eps=tiny"], 2, "op rmsnorm cannot take ops.rmsnorm.params.eps='tiny'"),
-    (["op=rmsnorm", "strict=no"], 2, "strict='no': give true or false"),
+    (["op=rmsnorm", "strict=maybe"], 2, "strict='maybe': give true or false"),
     (["op=rmsnorm", "roof.max_age_s=day"], 2, "roof.max_age_s='day': give the seconds a measured roof is reused"),
     (["op=rmsnorm", "shapes=[[4,", "64]]"], 2, "shapes=[[4, 64]] reached the harness as 2 arguments (the shell "
                                               "split it at its spaces): quote it ('shapes=[[4, 64]]') or leave out "
@@ -308,23 +313,32 @@ def test_a_command_exits_with_what_its_main_returns(tmp_path, monkeypatch):
     assert entry.start("harness-x", "returns_three") == 3
 
 
-@pytest.mark.parametrize("key,value,message", [
-    ("isolate", "off", "isolate='off': give true or false"),
-    ("roof.cache", "maybe", "roof.cache='maybe': give true or false"),
-    ("roof.bytes", 0, "roof.bytes=0: give the bytes"),
-    ("roof.bytes", 2.5e9, "roof.bytes=2500000000.0: give the bytes"),
-    ("roof.max_age_s", -1, "roof.max_age_s=-1: give the seconds"),
-    ("roof.max_age_s", "day", "roof.max_age_s='day'"),
-    ("roof.max_age_s", float("nan"), "roof.max_age_s=nan: give the seconds"),
-    ("isolate", "True", "isolate='True' (a str: an interpolation must give a boolean): give true or false"),
+@pytest.mark.parametrize("arg,message", [
+    ("isolate=sometimes", "isolate='sometimes': give true or false"),
+    ("roof.cache=maybe", "roof.cache='maybe': give true or false"),
+    ("roof.bytes=2.5e9", "roof.bytes=2500000000.0: give the bytes"),
+    ("roof.max_age_s=day", "roof.max_age_s='day': give the seconds"),
+    ("processes=2.5", "processes=2.5: give a whole number >= 1"),
+    ("sweep.timing.max_seconds=long", "sweep.timing.max_seconds='long'"),
 ])
-def test_a_flag_or_roof_setting_that_is_not_one_is_refused(key, value, message):
+def test_a_value_its_key_s_type_refuses_is_an_error_naming_the_key(arg, message):
+    from harness import keys, schema
+    from harness.errors import ConfigError
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        keys.check_value(schema.current(), arg)
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("roof.bytes", 0, "roof.bytes=0: give the bytes"),
+    ("roof.max_age_s", -1, "roof.max_age_s=-1: give the seconds"),
+    ("roof.max_age_s", float("nan"), "roof.max_age_s=nan: give the seconds"),
+])
+def test_a_roof_setting_out_of_range_is_refused(key, value, message):
     from omegaconf import OmegaConf
 
-    from harness import options
+    from harness import options, schema
     from harness.errors import ConfigError
-    cfg = OmegaConf.create({"isolate": True, "strict": False, "roof": {"cache": True, "max_age_s": 86400,
-                                                                       "bytes": 1 << 30}})
+    cfg = OmegaConf.structured(schema.current())
     options.check_values(cfg)
     OmegaConf.update(cfg, key, value)
     with pytest.raises(ConfigError, match=re.escape(message)):
@@ -467,7 +481,7 @@ def test_torch_compile_shapes_static_or_dynamic_rows_is_recorded(tmp_path):
     for mode in ("static", "dynamic_rows"):
         args = ["op=rmsnorm", "impl=torch_compile", "dtype=fp32", "shapes=[[9,64]]", "tracking=none"]
         if mode == "static":
-            args.append("torch_compile_shapes=static")
+            args.append("frameworks.torch_compile.shapes=static")
         (tmp_path / mode).mkdir()
         proc = harness(tmp_path / mode, *args)
         assert proc.returncode == 0, proc.stderr[-3000:]
@@ -477,13 +491,17 @@ def test_torch_compile_shapes_static_or_dynamic_rows_is_recorded(tmp_path):
         assert rec["batch_invariant"] is not None
 
 
-def test_static_shapes_leave_the_rows_unmarked(monkeypatch):
+def test_static_shapes_leave_the_rows_unmarked():
+    from harness import registry
     from impls._frameworks import torch_compile
-    for mode, marked in (("static", False), ("dynamic_rows", True)):
-        monkeypatch.setenv("HARNESS_TORCH_COMPILE_SHAPES", mode)
-        t = torch.zeros(3, 4)
-        torch_compile.rows_dynamic(t)
-        assert (0 in getattr(t, "_dynamo_weak_dynamic_indices", set())) == marked
+    try:
+        for mode, marked in (("static", False), ("dynamic_rows", True)):
+            registry.configure({"torch_compile": {"shapes": mode}})
+            t = torch.zeros(3, 4)
+            torch_compile.rows_dynamic(t)
+            assert (0 in getattr(t, "_dynamo_weak_dynamic_indices", set())) == marked
+    finally:
+        registry.configure({})
 
 
 def test_a_sigint_while_the_worker_stops_kills_it_and_the_run_goes_on():

@@ -2,32 +2,43 @@
 
 Shapes are static, except the row count of row ops (``rows_dynamic``): a serving stack
 sees varying batch sizes and fixed hidden sizes, and so do our Triton kernels (compiled
-per hidden size and dtype, rows a runtime argument). ``torch_compile_shapes=static``
-(the harness sets HARNESS_TORCH_COMPILE_SHAPES) compiles every shape on its own instead:
+per hidden size and dtype, rows a runtime argument). ``frameworks.torch_compile.shapes=static``
+compiles every shape on its own instead:
 the peer at its fastest, at a compile per shape (on the H200 the softmax measured 1393
 GB/s compiled with dynamic rows, where a static compile reached 1726 at bf16 32768x4096,
 timed by triton's do_bench). Compilation happens in ``bind``'s first launch (the checks),
 never in the timed region. ``fullgraph=True`` makes a graph
 break an error instead of a silent fall-back to eager.
 """
+import enum
 import shutil
+from dataclasses import dataclass
 
 import torch
 
-from harness import progress, settings
+from harness import progress, registry
 from harness.registry import Framework
+from harness.schema import key
 
 
-SHAPES = ("dynamic_rows", "static")   # the values of the harness's torch_compile_shapes
+class Shapes(enum.Enum):
+    dynamic_rows = "dynamic_rows"
+    static = "static"
+
+
+@dataclass
+class TorchCompileSettings:
+    shapes: Shapes = key(Shapes.dynamic_rows, "dynamic_rows: one kernel per row length; static: one per shape "
+                         "(the peer at its fastest, compiles more)")
 
 
 def shapes() -> str:
-    return settings.choice("HARNESS_TORCH_COMPILE_SHAPES", SHAPES)
+    return registry.framework("torch_compile").config.shapes.value
 
 
 class TorchCompile(Framework):
     name = "torch_compile"
-    config_settings = {"torch_compile_shapes": ("HARNESS_TORCH_COMPILE_SHAPES", SHAPES)}
+    settings_schema = TorchCompileSettings
 
     def settings(self):
         return {"shapes": shapes()}
