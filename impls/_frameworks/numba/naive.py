@@ -9,8 +9,8 @@ from impls._frameworks.numba.runtime import SIMULATED, Launch, flat, view
 
 # 8 warps a row on a GPU: up to 256 columns in one step, longer rows in steps of 256. In the
 # simulator, which runs a Python thread per CUDA thread and makes each barrier a wait on all of
-# them, one warp: the shuffles run there, the step across warps on the GPU (256 threads made
-# these kernels 135 of the CPU main command's 163 case-seconds, 64 threads 69 of 104).
+# them, one warp: the shuffles run there, the step across warps on the GPU (at 256 threads
+# these kernels took most of the CPU main command's time).
 BLOCK = 32 if SIMULATED else 256
 # The variant of each op launched here.
 FIRST_KERNELS = {"softmax": "naive", "rmsnorm": "naive", "layernorm": "naive"}
