@@ -185,9 +185,13 @@ def _summary(records: list[Record]) -> list[str]:
             skipped.setdefault((r.impl_label, r.reason), r.op)
     for (impl, reason), _op in sorted(skipped.items()):
         lines.append(f"  skipped {impl}: {reason}")
-    if records and all(r.device == "cpu" for r in records):
+    if cpu_run(records):
         lines.append(CPU_RUN)
     return lines
+
+
+def cpu_run(records: list[Record]) -> bool:
+    return bool(records) and all(r.device == "cpu" for r in records)
 
 
 def legend(records: list[Record]) -> list[str]:
@@ -196,8 +200,7 @@ def legend(records: list[Record]) -> list[str]:
     if any(r.timer == "wall_interpreter" for r in records):
         lines.append("* interpreter wall-clock time (GPU kernels run by an interpreter on the CPU): correctness only, "
                      "no bandwidth claimed")
-    cpu_run = bool(records) and all(r.device == "cpu" for r in records)
-    if not cpu_run and any(r.timer == "wall" for r in records):   # beside GPU records (a report of several runs)
+    if not cpu_run(records) and any(r.timer == "wall" for r in records):   # beside GPU records (a report of several runs)
         lines.append("CPU wall-clock times: not GPU measurements")
     if any(in_cache(r) for r in records):
         lines.append("c: the case fits in the CPU's cache, which nothing flushes between launches: "
