@@ -107,7 +107,7 @@ def bandwidth_plot(op: str, dtype: str, recs: list[Record]):
 
 
 # matplotlib's ten colours, then again dashed, dotted, dash-dotted: an op's impls and variants
-# number up to 20 (the colours alone made triton and cuda/block_per_row the same blue).
+# number up to 20 (the colours alone made triton and cuda/naive the same blue).
 LINE_STYLES = ("-", "--", ":", "-.")
 
 
