@@ -154,7 +154,7 @@ class Record:
 def cache_bytes(prov: dict) -> int | None:
     """The cache a case's data can sit in between launches: the GPU's L2, or the CPU's last
     level (read from a record's provenance; here, so that the tools reading results files
-    need no torch: devtools/first-run and scripts/summarize run under a bare python3)."""
+    need no torch: devtools/first-run runs under a bare python3)."""
     return prov.get("gpu_l2_bytes") or prov.get("cpu_cache_bytes")
 
 

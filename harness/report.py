@@ -27,6 +27,7 @@ from pathlib import Path
 
 from harness import pivot
 from harness.pivot import label, pct
+from harness.reader import gpu_model
 from harness.record import Record, latest
 from harness.sinks import console
 
@@ -55,7 +56,7 @@ def _bytes_label(n: float, _pos=None) -> str:
 
 
 def _title(op: str, dtype: str, recs: list[Record]) -> str:
-    where = next((r.provenance.get("gpu_name") for r in recs if (r.provenance or {}).get("gpu_name")), None)
+    where = next((gpu_model(r) for r in recs if gpu_model(r)), None)
     return f"{op} · {dtype} · {where or recs[0].device}"
 
 
