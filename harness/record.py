@@ -30,7 +30,7 @@ class Record:
     status: str = "error"            # one of STATUSES
     reason: str = ""
     negative_control: bool = False   # a variant expected to fail (it exists to show the check works)
-    role: str = ""                   # the framework's: ours | peer (registry.Framework.role; the reader warns of a line without one)
+    role: str = ""                   # ours | peer (registry.Framework.role); a line without one: read with a warning
     # bytes and time
     bytes: int = 0                   # compulsory bytes: read + written
     bytes_read: int = 0

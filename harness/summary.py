@@ -36,8 +36,8 @@ PROG = "harness-results summary"
 # costing the host more (torch.compile's guards, a Python wrapper) could put host time
 # inside a short case's time. A ratio that rests on one is marked.
 FIXED_LEAD_MARK = "†"
-FIXED_LEAD_NOTE = (f"{FIXED_LEAD_MARK}: a record under 100 us timed with the old fixed lead over the host (no spin_us): "
-                   "host time may be inside it, most for torch.compile and Liger "
+FIXED_LEAD_NOTE = (f"{FIXED_LEAD_MARK}: a record under 100 us timed with the old fixed lead over the host "
+                   "(no spin_us): host time may be inside it, most for torch.compile and Liger "
                    "(docs/methodology.md, timing of small shapes)")
 
 
