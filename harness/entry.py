@@ -26,7 +26,7 @@ def start(command: str, module: str) -> int | None:
 
 def run_main(main) -> int | None:
     """``main()``'s exit code; BROKEN_PIPE_EXIT, quietly, where the reader of the output left
-    (`harness-compare A B | head`, `scripts/summarize ... | head`): what it read was printed,
+    (`harness-compare A B | head`, `harness-results summary ... | head`): what it read was printed,
     and the rest has nowhere to go. Python's shutdown would flush stdout into the closed pipe
     again and print a second traceback: stdout goes to /dev/null first."""
     try:

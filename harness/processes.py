@@ -6,7 +6,7 @@ while each process's own median came with an interval of ~0.05 us. A comparison 
 either way. Run in N processes, a case's record holds each process's median
 (``process_medians_us``); its median is their median and its interval
 (``median_lo_us``..``median_hi_us``) their range, so two impls whose ranges overlap are
-reported as not told apart (scripts/summarize's ≈), as they should be.
+reported as not told apart (harness-results summary's ≈), as they should be.
 
 The checks and repeatability of every process must agree: a run that failed, errored or
 crashed in any process is the record (with which process it was), never averaged away.

@@ -1,5 +1,5 @@
 """The one reader of results files (JSONL, one harness record per line), for every command
-that reads them: report, compare, upload, summarize and the results pages. A damaged line
+that reads them: report, compare, upload, the summary and the results pages. A damaged line
 (a field missing or of the wrong type, a last line a crash cut) is named in a warning by
 its line and field, and the rest is read; lines of other tools (harness.nvbench's rows,
 devtools/first-run's timings) are returned apart."""
@@ -19,7 +19,8 @@ from harness.sinks import jsonl
 # wrong type, cannot be shown as a case and is left out (with a warning naming it).
 IDENTITY = ("op", "impl", "variant", "dtype", "shape", "status")
 # What every record carries besides: a line without them is read, with a warning.
-STAMPS = {"record_id": "read, its id made from the line", "timestamp": "read as the oldest of its case"}
+STAMPS = {"record_id": "read, its id made from the line", "timestamp": "read as the oldest of its case",
+          "role": "read as neither ours nor peer"}
 WARNED = 5   # damaged lines a file's warning names one by one; the rest are counted
 
 
@@ -118,6 +119,24 @@ def read(path: Path, cut_ok: bool = True) -> tuple[list[Record], list]:
         print(f"warning: {path}: {len(warnings) - WARNED} more damaged records (the lines above name the first "
               f"{WARNED})", file=sys.stderr)
     return records, others
+
+
+def gpu_model(r: Record) -> str | None:
+    """The GPU model a record ran on, as its provenance names it ("NVIDIA H200"): what a
+    results page and the nightly history group by."""
+    return (r.provenance or {}).get("gpu_name") or None
+
+
+def gpu_card(r: Record) -> str | None:
+    """The one GPU a record ran on (its uuid): cards of one model differ by a few % in small
+    cases, so a comparison within one card is marked apart."""
+    return (r.provenance or {}).get("gpu_uuid") or None
+
+
+def on_cpu(r: Record) -> bool:
+    """Measured on a CPU: a CPU device or a wall-clock timer. A record that names no device
+    (a case stopped before it began) is not counted as a CPU's: it has no GPU either."""
+    return (bool(r.device) and not r.device.startswith("cuda")) or r.timer in ("wall", "wall_interpreter")
 
 
 FIRST_RUN = "first_run"

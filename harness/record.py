@@ -30,7 +30,7 @@ class Record:
     status: str = "error"            # one of STATUSES
     reason: str = ""
     negative_control: bool = False   # a variant expected to fail (it exists to show the check works)
-    role: str = ""                   # the framework's: ours | peer (registry.Framework.role; "" before it existed)
+    role: str = ""                   # ours | peer (registry.Framework.role); a line without one: read with a warning
     # bytes and time
     bytes: int = 0                   # compulsory bytes: read + written
     bytes_read: int = 0
@@ -154,7 +154,7 @@ class Record:
 def cache_bytes(prov: dict) -> int | None:
     """The cache a case's data can sit in between launches: the GPU's L2, or the CPU's last
     level (read from a record's provenance; here, so that the tools reading results files
-    need no torch: devtools/first-run and scripts/summarize run under a bare python3)."""
+    need no torch: devtools/first-run runs under a bare python3)."""
     return prov.get("gpu_l2_bytes") or prov.get("cpu_cache_bytes")
 
 

@@ -25,6 +25,7 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from harness.reader import gpu_model
 from harness.record import Record, series_label
 from harness.sinks.mlflow import search_all
 
@@ -76,8 +77,7 @@ def key_of(op, impl, variant, dtype, shape, gpu) -> tuple:
 
 
 def point_from_record(r: Record, when_ms: int = 0) -> Point:
-    gpu = (r.provenance or {}).get("gpu_name")
-    return Point(key_of(r.op, series_label(r.impl, r.impl_config), r.variant, r.dtype, r.shape_str, gpu),
+    return Point(key_of(r.op, series_label(r.impl, r.impl_config), r.variant, r.dtype, r.shape_str, gpu_model(r)),
                  when_ms, r.status, r.passed,
                  r.deterministic, r.median_us, r.p10_us, r.p90_us, r.negative_control, r.reason, r.record_id,
                  r.timer)

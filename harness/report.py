@@ -27,6 +27,7 @@ from pathlib import Path
 
 from harness import pivot
 from harness.pivot import label, pct
+from harness.reader import gpu_model
 from harness.record import Record, latest
 from harness.sinks import console
 
@@ -55,7 +56,7 @@ def _bytes_label(n: float, _pos=None) -> str:
 
 
 def _title(op: str, dtype: str, recs: list[Record]) -> str:
-    where = next((r.provenance.get("gpu_name") for r in recs if (r.provenance or {}).get("gpu_name")), None)
+    where = next((gpu_model(r) for r in recs if gpu_model(r)), None)
     return f"{op} · {dtype} · {where or recs[0].device}"
 
 
@@ -107,7 +108,7 @@ def bandwidth_plot(op: str, dtype: str, recs: list[Record]):
 
 
 # matplotlib's ten colours, then again dashed, dotted, dash-dotted: an op's impls and variants
-# number up to 20 (the colours alone made triton and cuda/block_per_row the same blue).
+# number up to 20 (the colours alone made triton and cuda/naive the same blue).
 LINE_STYLES = ("-", "--", ":", "-.")
 
 

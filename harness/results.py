@@ -1,6 +1,7 @@
 """The published results: one page and the data behind it per GPU model, kept up to date.
 
     harness-results results.jsonl [more.jsonl ...] [--dir docs/results]
+    harness-results summary results.jsonl [...]   # ours against the best peer (harness.summary)
 
 Reads harness records, one JSON object per line (other lines, such as harness.nvbench's
 rows, are skipped and counted), and groups them by the GPU their provenance names. For
@@ -37,7 +38,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from harness import pivot, standing
-from harness.reader import BadInput, first_runs, latest_first_runs, read
+from harness.reader import BadInput, first_runs, gpu_model, latest_first_runs, on_cpu, read
 from harness.record import Record, latest, measured_something
 from harness.sinks import console, jsonl
 
@@ -85,17 +86,6 @@ def first_run_table(rows: list[dict]) -> list[str]:
     if cut:
         lines += ["", "`+`: cut by its time limit (a lower bound)."]
     return lines
-
-
-def gpu_of(r: Record) -> str | None:
-    """The GPU model a record ran on, as its provenance names it ("NVIDIA H200")."""
-    return (r.provenance or {}).get("gpu_name") or None
-
-
-def on_cpu(r: Record) -> bool:
-    """Measured on a CPU: a CPU device or a wall-clock timer. A record that names no device
-    (a case stopped before it began) is not counted as a CPU's: it has no GPU either."""
-    return (bool(r.device) and not r.device.startswith("cuda")) or r.timer in ("wall", "wall_interpreter")
 
 
 def slug(gpu: str) -> str:
@@ -220,7 +210,7 @@ def page(gpu: str, records: list[Record], data_name: str, first_runs: list[dict]
         groups[(r.op, r.dtype)].append(r)
     for (op, dtype), recs in sorted(groups.items()):
         table = pivot.grid(recs)
-        roles = {pivot.label(r): standing.role(r) for r in recs}
+        roles = {pivot.label(r): r.role for r in recs}
         lines += ["", f"## {op} · {dtype} · {_heading_roof(recs)}", "",
                   "| impl | role | " + " | ".join(table.shapes) + " |",
                   "|:--|:--|" + "--:|" * len(table.shapes)]
@@ -271,7 +261,7 @@ def regenerate(folder: Path) -> list[str]:
     done = []
     for data in sorted(folder.glob("*.jsonl")):
         records, rows = read(data, cut_ok=False)
-        gpus = {gpu_of(r) for r in records} - {None} or {row["gpu"] for row in first_runs(rows)}
+        gpus = {gpu_model(r) for r in records} - {None} or {row["gpu"] for row in first_runs(rows)}
         if len(gpus) != 1:
             raise BadInput(f"{data}: records of {len(gpus)} GPU models ({', '.join(sorted(gpus))}); a page holds one")
         md = data.with_suffix(".md")
@@ -282,8 +272,17 @@ def regenerate(folder: Path) -> list[str]:
     return done
 
 
+SUMMARY = "summary"   # the subcommand: ours against the best peer, as Markdown (harness.summary)
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="harness-results", description=__doc__.split("\n\n")[0])
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == [SUMMARY]:
+        from harness import summary
+        return summary.main(argv[1:])
+    ap = argparse.ArgumentParser(prog="harness-results", description=__doc__.split("\n\n")[0],
+                                 epilog=f"harness-results {SUMMARY} FILE [...] --help: ours against the best peer, "
+                                        "as Markdown tables")
     ap.add_argument("files", nargs="*", type=Path,
                     help="results.jsonl files (the latest record of a case wins); none: every page in --dir is "
                          "made again from its JSONL")
@@ -312,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         by_gpu: dict[str, list[Record]] = defaultdict(list)
         cpu, unplaced = [], []
         for r in records:
-            (cpu if on_cpu(r) else unplaced if gpu_of(r) is None else by_gpu[gpu_of(r)]).append(r)
+            (cpu if on_cpu(r) else unplaced if gpu_model(r) is None else by_gpu[gpu_model(r)]).append(r)
         if others:
             print(f"harness-results: skipped {others} lines that are not case records (e.g. harness.nvbench rows)")
         if cpu:

@@ -448,7 +448,7 @@ def test_cupy_views_are_the_tensors_memory_and_launches_follow_the_current_strea
     stream is current when it is called: a side stream, and a CUDA graph's capture stream."""
     pytest.importorskip("cupy")
     from impls._frameworks.cupy import interop
-    from impls.scale.cupy import bind_idiomatic, bind_raw
+    from impls.scale.cupy import bind_idiomatic, bind_tuned
     for dtype in (torch.float32, torch.bfloat16):
         x = torch.randn(100_004, device="cuda").to(dtype)[1:]   # an odd offset: not 16-byte aligned
         v = interop.view(x)
@@ -459,7 +459,7 @@ def test_cupy_views_are_the_tensors_memory_and_launches_follow_the_current_strea
     x = torch.randn(100_003, device="cuda")
     out = torch.empty_like(x)
     want = (0.5 * x.double()).float()   # exact: a power of two
-    for bind in (bind_raw, bind_idiomatic):
+    for bind in (bind_tuned, bind_idiomatic):
         launch = bind(x, 0.5, out)
         side = torch.cuda.Stream()
         out.zero_()
@@ -477,7 +477,7 @@ def test_cupy_views_are_the_tensors_memory_and_launches_follow_the_current_strea
         assert torch.equal(out, want), bind.__name__
 
 
-CUPY_RAW_ROWS = [("rmsnorm", "raw"), ("softmax", "three_pass"), ("softmax", "online"), ("softmax", "on_chip"),
+CUPY_RAW_ROWS = [("rmsnorm", "tuned"), ("softmax", "three_pass"), ("softmax", "online"), ("softmax", "on_chip"),
                  ("layernorm", "welford"), ("layernorm", "two_pass"), ("rmsnorm_silu_mul_add", "fused")]
 # CuPy compiles with -ftz=true and no way to turn it off: fp32 results that should be subnormal
 # come out 0, which these sets check (the harness's records show them as FAIL, with the reason).

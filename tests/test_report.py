@@ -129,7 +129,7 @@ def test_a_status_is_red_only_where_something_went_wrong_and_a_cached_rate_keeps
 
 def test_a_plot_of_more_series_than_colours_tells_each_apart():
     """More than ten impls and variants (rmsnorm has up to 20): the eleventh took the first's
-    blue (triton and cuda/block_per_row)."""
+    blue (triton and cuda/naive)."""
     recs = [case(f"impl{i:02d}", shape, 100.0 + i) for i in range(23) for shape in ((16, 4096), (32768, 4096))]
     ax = report.bandwidth_plot("rmsnorm", "bfloat16", recs).axes[0]
     series = [line for line in ax.get_lines() if line.get_label().startswith("impl")]

@@ -276,11 +276,7 @@ def test_a_damaged_record_is_named_by_line_and_field_and_every_reader_reads_the_
     """A record without its record_id is read (its id made from the line, so an upload of the
     file again finds it), one with a field of the wrong type is left out; each named with its
     line and field on stderr, by the one reader every tool uses: harness-report,
-    harness-results, harness-compare and scripts/summarize, none with a traceback."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
+    harness-results, harness-compare and harness-results summary, none with a traceback."""
     from harness import compare, report
     good = [case("triton", (16, 4096), 50.0), case("liger", (16, 4096), 40.0, role="peer"),
             case("triton", (32, 4096), 50.0), case("liger", (32, 4096), 45.0, role="peer")]
@@ -305,10 +301,9 @@ def test_a_damaged_record_is_named_by_line_and_field_and_every_reader_reads_the_
     assert said_in(capsys.readouterr().err) and len(saved(tmp_path / "published")) == 3
     assert compare.main([str(damaged), str(damaged)]) == 0
     assert said_in(capsys.readouterr().err)
-    summarize = Path(__file__).resolve().parent.parent / "scripts" / "summarize"
-    proc = subprocess.run([sys.executable, str(summarize), str(damaged)], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0 and said_in(proc.stderr), proc.stderr
-    assert "| rmsnorm | bfloat16 | 16x4096 | triton 50 GB/s |" in proc.stdout and "Traceback" not in proc.stderr
+    assert results.main(["summary", str(damaged)]) == 0
+    out, err = capsys.readouterr()
+    assert said_in(err) and "| rmsnorm | bfloat16 | 16x4096 | triton 50 GB/s |" in out
 
 
 def test_a_page_s_own_data_with_a_damaged_record_is_refused_not_rewritten_without_it(tmp_path, capsys):

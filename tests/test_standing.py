@@ -59,7 +59,7 @@ def test_the_committed_pages_are_what_harness_results_makes_of_their_jsonl():
     assert pages
     for data in pages:
         records, rows = reader.read(data, cut_ok=False)
-        [gpu] = {results.gpu_of(r) for r in records}
+        [gpu] = {reader.gpu_model(r) for r in records}
         made = results.page(gpu, records, data.name, reader.latest_first_runs(reader.first_runs(rows)))
         assert data.with_suffix(".md").read_text() == made, f"{data.with_suffix('.md')}: run harness-results"
         assert made.split("\n## ")[1].startswith("Where things stand\n")

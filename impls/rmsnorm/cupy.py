@@ -1,7 +1,7 @@
 """CuPy RMSNorm: y = x · rsqrt(mean(x²) + eps) · g; 2·R·H·s + H·s bytes.
   idiomatic: a ReductionKernel for each row's sum of squares (fp32), then an ElementwiseKernel
              broadcasting it over the row: x read twice, CuPy's scalar loads.
-  raw:       the CUDA extension's tuned kernel (rmsnorm.cuh) through NVRTC: a group of threads per row sized to the row (several rows a block when
+  tuned:     the CUDA extension's tuned kernel (rmsnorm.cuh) through NVRTC: a group of threads per row sized to the row (several rows a block when
              short), 16-byte packs, the row kept in registers where it fits (x read once);
              group, packs and block chosen by the tuner per row length and dtype."""
 import numpy as np
@@ -22,7 +22,7 @@ def bind_idiomatic(x, weight, eps, out):
     return idiomatic.launcher(compute, {"x": x, "g": weight}, out, "ReductionKernel + ElementwiseKernel")
 
 
-@impl("rmsnorm", "cupy", variant="raw")
-def bind_raw(x, weight, eps, out):
-    return rows.row_launcher("rmsnorm", ("rmsnorm", "raw"), "rmsnorm", "hk::rmsnorm_rows<{T}, {P}, {TRIP}, {W}>",
+@impl("rmsnorm", "cupy", variant="tuned")
+def bind_tuned(x, weight, eps, out):
+    return rows.row_launcher("rmsnorm", ("rmsnorm", "tuned"), "rmsnorm", "hk::rmsnorm_rows<{T}, {P}, {TRIP}, {W}>",
                              (x, weight, out), (np.float32(eps),), weights=1)

@@ -4,7 +4,7 @@
   fused:     the CUDA extension's fused kernel (rmsnorm_silu_mul_add.cuh) through NVRTC: the
              row's statistics, then silu(n)·u + r per element, rounded once:
              4·R·H·s + H·s bytes.
-  unfused:   the raw RMSNorm, then the extension's silu, mul and add steps (chain_step), each
+  unfused:   the tuned RMSNorm, then the extension's silu, mul and add steps (chain_step), each
              intermediate rounded to the dtype, written and read back (~10·R·H·s bytes)."""
 import numpy as np
 import torch
@@ -13,7 +13,7 @@ from harness.registry import impl
 from impls._frameworks._launch import configured
 from impls._frameworks.cuda.launch import blocks_for
 from impls._frameworks.cupy import idiomatic, interop, kernels, launch, rows
-from impls.rmsnorm.cupy import bind_raw as rmsnorm_raw
+from impls.rmsnorm.cupy import bind_tuned as rmsnorm_tuned
 
 
 @impl("rmsnorm_silu_mul_add", "cupy", variant="idiomatic")
@@ -54,7 +54,7 @@ def _step(code: str, a: torch.Tensor, b: torch.Tensor, y: torch.Tensor):
 @impl("rmsnorm_silu_mul_add", "cupy", variant="unfused")
 def bind_unfused(x, weight, u, r, eps, out):
     normed, activated, product = (torch.empty_like(x) for _ in range(3))
-    norm = rmsnorm_raw(x, weight, eps, normed)
+    norm = rmsnorm_tuned(x, weight, eps, normed)
     silu, mul, add = _step("SILU", normed, normed, activated), _step("MUL", activated, u, product), \
         _step("ADD", product, r, out)
 

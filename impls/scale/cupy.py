@@ -1,7 +1,7 @@
 """CuPy scale: y = a·x in fp32, rounded once; reads and writes N·s bytes.
   idiomatic: an ElementwiseKernel (one element per thread, CuPy's own indexing and scalar
              loads), a taken as float32 so the product is fp32 for every dtype.
-  raw:       the CUDA extension's vector scale (scale.cuh, elementwise.cuh) through NVRTC:
+  tuned:     the CUDA extension's vector scale (scale.cuh, elementwise.cuh) through NVRTC:
              16-byte packs, four in flight per thread, a grid-stride loop, the grid tuned."""
 import numpy as np
 
@@ -19,6 +19,6 @@ def bind_idiomatic(x, a, out):
     return idiomatic.launcher(compute, {"x": x}, out, "ElementwiseKernel")
 
 
-@impl("scale", "cupy", variant="raw")
-def bind_raw(x, a, out):
+@impl("scale", "cupy", variant="tuned")
+def bind_tuned(x, a, out):
     return launch.elementwise("scale", "Times", np.float32(a), x, out)   # Times{float a}, by value

@@ -6,7 +6,7 @@
   over the rows, then an ElementwiseKernel that broadcasts them. LayerNorm's ``unsafe``
   negative control is written this way too.
 - the catalogue's variant names (``two_pass``, ``atomic``, ``three_pass``, ``online``,
-  ``on_chip``, ``welford``, ``fused``, ``unfused``) and ``raw`` (ops with no variants): the CUDA
+  ``on_chip``, ``welford``, ``fused``, ``unfused``) and ``tuned`` (ops with no variants): the CUDA
   extension's own kernels (impls/<op>/<op>.cuh and the device headers of ../cuda/), compiled by
   NVRTC through cupy.RawModule and launched by CuPy with the CUDA framework's configs, tuned for
   this build: how fast CuPy can be made, beside how fast its idiomatic way is.

@@ -17,7 +17,6 @@ from impls._frameworks._launch import CANDIDATES
 from impls._frameworks.cuda.launch import blocks_for
 from impls._frameworks.cupy import interop, kernels
 
-RAW = {"copy": "raw", "scale": "raw"}   # the elementwise ops' variant name (their kernels' in the config tables)
 FINISH_THREADS = 1024   # reduce_1d.cuh's FINISH_THREADS: reduce_finish's one block
 
 
@@ -89,7 +88,7 @@ def elementwise(op: str, functor: str, functor_bytes, x: torch.Tensor, out: torc
     def make(config):
         blocks = blocks_for(n, x.element_size(), config, x.device)
         return raw_launcher(kernel, blocks, config["threads"], (xs, ys, *shape, functor_bytes), path=kind)
-    return chosen(f"{op} {RAW[op]} {kind}", n, x.dtype, make, x.device)
+    return chosen(f"{op} tuned {kind}", n, x.dtype, make, x.device)
 
 
 # --- reduce_1d.cuh (host.cuh's launch_reduce_1d) ------------------------------------------------

@@ -1,4 +1,4 @@
-"""scripts/summarize: which records it compares and what it prints."""
+"""harness-results summary: which records it compares and what it prints."""
 import json
 import subprocess
 import sys
@@ -6,12 +6,15 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+OURS = {"triton", "cuda", "cupy", "numba"}   # the frameworks' declared roles, as the runner records them
+# the console script harness-results, as pyproject's [project.scripts] makes it
+COMMAND = [sys.executable, "-c", "import sys; from harness import entry; sys.exit(entry.results())", "summary"]
 
 
 def rec(impl, gbps, variant="-", status="ok", shape=(16, 4096), dtype="bfloat16", ts="2026-11-29T10:00:00",
         **extra):
     return {"op": "rmsnorm", "impl": impl, "variant": variant, "dtype": dtype, "shape": list(shape),
-            "record_id": uuid.uuid4().hex,
+            "record_id": uuid.uuid4().hex, "role": "ours" if impl in OURS else "peer",
             "bytes": shape[0] * shape[1] * 4, "gbps": gbps, "pct_roof": gbps and gbps / 43, "status": status,
             "timestamp": ts, "impl_config": {}, "provenance": {"gpu_uuid": "GPU-a"}, **extra}
 
@@ -19,8 +22,7 @@ def rec(impl, gbps, variant="-", status="ok", shape=(16, 4096), dtype="bfloat16"
 def run(tmp_path, records, *args):
     path = tmp_path / "results.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / "summarize"), str(path), *args],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run([*COMMAND, str(path), *args], capture_output=True, text=True, timeout=60)
 
 
 def summarize(tmp_path, records, *args):
@@ -120,26 +122,20 @@ def test_same_gpu_compares_each_case_on_the_gpu_where_both_last_ran(tmp_path):
     assert "| rmsnorm | 16x4096 | 1.250 | 1.100 |" in summarize(tmp_path, records + unplaced, "--matrix", "--same-gpu")
 
 
-def test_ours_and_peers_are_the_frameworks_declared_roles(tmp_path):
-    """A record says its framework's role; a new framework of ours (here 'cuda', no edit to the
-    script) is compared against the peers like Triton, and records from before the field
-    take their framework's declaration (triton: ours; eager: peer)."""
-    records = [rec("cuda", 60, role="ours"), rec("cupy", 55, role="ours"), rec("eager", 30, role="peer"),
-               rec("triton", 50, dtype="float32"), rec("eager", 25, dtype="float32")]   # no role: declared
-    out = summarize(tmp_path, records)
-    assert "| rmsnorm | bfloat16 | 16x4096 | cuda 60 GB/s |" in out and "eager 30 GB/s" in out and "| 2.000 |" in out
-    assert "| rmsnorm | float32 | 16x4096 | triton 50 GB/s |" in out and "| 2.000 |" in out
-
-
-
-def test_records_without_a_role_are_read_under_a_python_without_torch(tmp_path):
-    """The shebang's python3 on a machine whose torch lives in .venv (-S: no site-packages):
-    the published h200.jsonl's records from before the role field need the frameworks."""
-    path = tmp_path / "results.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in [rec("triton", 50), rec("eager", 25)]))
-    proc = subprocess.run([sys.executable, "-S", str(ROOT / "scripts" / "summarize"), str(path)],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and "| rmsnorm | bfloat16 | 16x4096 | triton 50 GB/s |" in proc.stdout, proc.stderr
+def test_ours_and_peers_are_the_roles_the_records_carry(tmp_path):
+    """A record says its framework's role: a framework of ours the summary does not name (here
+    'cupy' and a new 'hip') is compared against the peers like Triton. A record without one
+    (written before the field) is named in a warning and is neither ours nor a peer: the
+    published records carry it since their migration, and the summary imports no framework
+    to guess it."""
+    records = [rec("hip", 60, role="ours"), rec("cupy", 55), rec("eager", 30),
+               rec("triton", 50, dtype="float32"), rec("eager", 25, dtype="float32")]
+    del records[3]["role"]   # before the field: not ours
+    proc = run(tmp_path, records)
+    assert proc.returncode == 0, proc.stderr
+    assert "| rmsnorm | bfloat16 | 16x4096 | hip 60 GB/s |" in proc.stdout and "eager 30 GB/s" in proc.stdout
+    assert "| 2.000 |" in proc.stdout and "float32" not in proc.stdout
+    assert "line 4: no role: read as neither ours nor peer" in proc.stderr
 
 
 def test_shapes_are_ordered_by_size_not_as_text(tmp_path):
@@ -170,7 +166,7 @@ def test_an_empty_table_says_why_and_exits_non_zero(tmp_path):
 def test_the_framework_table_gives_each_framework_s_best_passing_variant_at_the_first_shape_found(tmp_path):
     big, other = (32768, 4096), (16, 4096)
     records = [rec("cuda", 430, variant="tuned", shape=big, role="ours"),
-               rec("cuda", 172, variant="block_per_row", shape=big, role="ours"),
+               rec("cuda", 172, variant="naive", shape=big, role="ours"),
                rec("cuda", 400, variant="tuned", shape=big, dtype="float32", role="ours"),
                rec("numba", 999, shape=big, status="fail", role="ours"),             # failed: not its best
                rec("numba", 100, shape=big, dtype="float32", role="ours"),
@@ -194,23 +190,21 @@ def test_a_missing_or_corrupt_file_is_a_line_naming_it_not_a_traceback(tmp_path)
     for path, why in ((tmp_path / "nothing.jsonl", "no such file"), (tmp_path, "cannot be read (IsADirectoryError"),
                       (garbled, "line 2: not JSON")):
         for args in ((), ("--frameworks",)):
-            proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "summarize"), str(path), *args],
-                                  capture_output=True, text=True, timeout=60)
+            proc = subprocess.run([*COMMAND, str(path), *args], capture_output=True, text=True, timeout=60)
             assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-            assert proc.stderr.startswith(f"summarize: {path}{':' if why[0] != 'l' else ','} {why}"), proc.stderr
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "summarize"), str(cut), "--frameworks"],
-                          capture_output=True, text=True, timeout=60)
+            assert proc.stderr.startswith(f"harness-results summary: {path}{':' if why[0] != 'l' else ','} {why}"), proc.stderr
+    proc = subprocess.run([*COMMAND, str(cut), "--frameworks"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and f"{cut}, line 2: cut short" in proc.stderr, proc.stderr
     assert "triton" in proc.stdout, proc.stdout
 
 
 def test_a_reader_that_leaves_early_costs_no_traceback(tmp_path):
-    """`scripts/summarize docs/results/h200.jsonl | head`: exit 141, nothing on stderr."""
+    """`harness-results summary docs/results/h200.jsonl | head`: exit 141, nothing on stderr."""
     path = tmp_path / "results.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for n in range(1, 1500)
                             for r in (rec("triton", 50, shape=(n, 4096), role="ours"),
                                       rec("eager", 25, shape=(n, 4096), role="peer"))))
-    proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "summarize"), str(path)],
+    proc = subprocess.Popen([*COMMAND, str(path)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout.readline().startswith("| op |")
     proc.stdout.close()

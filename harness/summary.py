@@ -1,88 +1,64 @@
-#!/usr/bin/env python3
 """Ours against the best peer, as Markdown: for each op, dtype and shape (shapes by size),
-the fastest passing impl of ours and the fastest passing peer (the role each framework
-declares: harness.registry.Framework.role), each with its GB/s and % of roof, and the
-ratio of the two speeds; with --matrix, only the ratios, a row per op and shape and a
-column per dtype. A ratio is marked where the two medians' 95% intervals overlap, where
-the two records come from different GPUs, and where one rests on a short record of the
-old timer; a note under the table says what each mark means. Reads only what the harness
-recorded; where a case was measured more than once, the latest record wins; negative
-controls and failed cases are not compared.
+the fastest passing impl of ours and the fastest passing peer (the role each record
+carries: harness.registry.Framework.role), each with its GB/s and % of roof, and the ratio
+of the two speeds; with --matrix, only the ratios, a row per op and shape and a column per
+dtype. A ratio is marked where the two medians' 95% intervals overlap, where the two
+records come from different GPUs, and where one rests on a short record timed without the
+host lead measured; a note under the table says what each mark means. Reads only what the
+harness recorded; where a case was measured more than once, the latest record wins;
+negative controls and failed cases are not compared.
 
-    scripts/summarize docs/results/h200.jsonl [--min-bytes 268435456]
-    scripts/summarize docs/results/h200.jsonl --max-bytes 268435456 --matrix   # ratios only
-    scripts/summarize docs/results/h200.jsonl --matrix --same-gpu   # each case's last comparison on one GPU
-    scripts/summarize docs/results/h200.jsonl --frameworks   # each framework's best % of roof per op
-    scripts/summarize docs/results/h200.jsonl --min-bytes 268435456 --by-op   # a row per op: the ranges
-    scripts/summarize docs/results/h200.jsonl --ours triton   # ours is Triton alone (any table)
+    harness-results summary docs/results/h200.jsonl [--min-bytes 268435456]
+    harness-results summary docs/results/h200.jsonl --max-bytes 268435456 --matrix   # ratios only
+    harness-results summary docs/results/h200.jsonl --matrix --same-gpu   # each case's last comparison on one GPU
+    harness-results summary docs/results/h200.jsonl --frameworks   # each framework's best % of roof per op
+    harness-results summary docs/results/h200.jsonl --min-bytes 268435456 --by-op   # a row per op: the ranges
+    harness-results summary docs/results/h200.jsonl --ours triton   # ours is Triton alone (any table)
 
 Where the table would be empty it says why instead (e.g. every record was measured on a
-CPU, or no peer was measured beside ours) and exits 1.
+CPU, or no peer was measured beside ours) and exits 1; a file that is missing or not JSON
+lines is one line naming it, exit 2.
 """
+from __future__ import annotations
+
 import argparse
-import functools
-import os
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from harness.record import Record, by_size, impl_label, measured_something, series_label  # noqa: E402  (the repository's root, not installed)
-from harness import reader  # noqa: E402
-from harness.sinks import jsonl  # noqa: E402
+from harness.reader import gpu_card, on_cpu, read
+from harness.record import Record, by_size, impl_label, measured_something, series_label
+from harness.sinks import jsonl
 
-_ROLES: dict[str, str] = {}
-REEXEC = "HARNESS_SUMMARIZE_REEXEC"   # set in the .venv's run, so that it is tried once
+PROG = "harness-results summary"
 
-
-def role(r: dict) -> str:
-    """A record's role (ours or peer): the one it carries, else its framework's declaration
-    (records from before the field existed)."""
-    if r.get("role"):
-        return r["role"]
-    if r["impl"] not in _ROLES:
-        try:
-            from harness.registry import role_of   # imports the frameworks: only when a record lacks it
-        except ImportError as e:
-            # The shebang's python3 may not be the harness's (torch in .venv, as scripts/bootstrap
-            # makes it): `scripts/summarize docs/results/h200.jsonl` (413 records
-            # from before the role field) needs it. Nothing is printed yet: start again there.
-            venv = ROOT / ".venv" / "bin" / "python"
-            if venv.exists() and not os.environ.get(REEXEC):
-                os.execve(venv, [str(venv), __file__, *sys.argv[1:]], {**os.environ, REEXEC: "1"})
-            sys.exit(f"summarize: records without a role need the harness's frameworks to tell ours from "
-                     f"peers, and they cannot be imported here ({e}); run it in the harness's environment "
-                     f"(.venv/bin/python scripts/summarize ..., after scripts/bootstrap)")
-        _ROLES[r["impl"]] = role_of(r["impl"])
-    return _ROLES[r["impl"]]
 # A record without spin_us was timed with the old fixed 0.1 ms lead over the host: a launch
 # costing the host more (torch.compile's guards, a Python wrapper) could put host time
 # inside a short case's time. A ratio that rests on one is marked.
-OLD_TIMER_MARK = "†"
-OLD_TIMER_NOTE = (f"{OLD_TIMER_MARK}: a record under 100 us timed with the old fixed lead over the host (no spin_us): "
-                  "host time may be inside it, most for torch.compile and Liger "
-                  "(docs/methodology.md, timing of small shapes)")
+FIXED_LEAD_MARK = "†"
+FIXED_LEAD_NOTE = (f"{FIXED_LEAD_MARK}: a record under 100 us timed with the old fixed lead over the host "
+                   "(no spin_us): host time may be inside it, most for torch.compile and Liger "
+                   "(docs/methodology.md, timing of small shapes)")
 
 
-def old_timer(*records) -> bool:
+def fixed_lead(*records: Record | None) -> bool:
     """Whether a ratio rests on a short record timed with the old fixed lead."""
-    return any(r is not None and r.get("spin_us") is None and (r.get("median_us") or 1e9) < 100 for r in records)
+    return any(r is not None and r.spin_us is None and (r.median_us or 1e9) < 100 for r in records)
 
 
 # Each record's median comes with a 95% interval over its own run's samples
-# (median_lo_us..median_hi_us; older records have none). Where the two intervals overlap,
-# the runs' samples do not tell the two medians apart, whichever way the ratio points.
+# (median_lo_us..median_hi_us). Where the two intervals overlap, the runs' samples do not
+# tell the two medians apart, whichever way the ratio points.
 TIE_MARK = "≈"
 TIE_NOTE = (f"{TIE_MARK}: the two medians' 95% intervals overlap: their runs' samples do not tell them apart "
             "(runs apart can differ by more: docs/methodology.md, timing of small shapes)")
 
 
-def unresolved(ours: dict, peer: dict) -> bool:
+def unresolved(ours: Record, peer: Record) -> bool:
     """Whether two records' median intervals overlap (False where either has none)."""
-    if any(r.get("median_lo_us") is None or r.get("median_hi_us") is None for r in (ours, peer)):
+    if any(r.median_lo_us is None or r.median_hi_us is None for r in (ours, peer)):
         return False
-    return ours["median_lo_us"] <= peer["median_hi_us"] and peer["median_lo_us"] <= ours["median_hi_us"]
+    return ours.median_lo_us <= peer.median_hi_us and peer.median_lo_us <= ours.median_hi_us
 
 
 # H200s differ: RMSNorm bf16 16x4096 in one config ran in 4.58 us on one and 4.77 us on
@@ -93,22 +69,17 @@ OTHER_GPU_NOTE = (f"{OTHER_GPU_MARK}: the two records come from different GPUs (
                   "small cases differ by a few % between H200s (docs/methodology.md, differences between H200s)")
 
 
-def gpu_of(r: dict) -> str | None:
-    """The GPU a record ran on (its uuid), or None where it names none."""
-    return (r.get("provenance") or {}).get("gpu_uuid")
-
-
-def other_gpus(ours: dict, peer: dict) -> bool:
+def other_gpus(ours: Record, peer: Record) -> bool:
     """Whether two records are not known to come from the same GPU."""
-    uuids = [gpu_of(r) for r in (ours, peer)]
-    return None in uuids or uuids[0] != uuids[1]
+    cards = [gpu_card(r) for r in (ours, peer)]
+    return None in cards or cards[0] != cards[1]
 
 
-MARKS = ((OLD_TIMER_MARK, old_timer, OLD_TIMER_NOTE), (TIE_MARK, unresolved, TIE_NOTE),
+MARKS = ((FIXED_LEAD_MARK, fixed_lead, FIXED_LEAD_NOTE), (TIE_MARK, unresolved, TIE_NOTE),
          (OTHER_GPU_MARK, other_gpus, OTHER_GPU_NOTE))
 
 
-def marks(ours: dict, peer: dict) -> str:
+def marks(ours: Record, peer: Record) -> str:
     """The marks a ratio of ``ours`` to ``peer`` carries."""
     return "".join(mark for mark, applies, _ in MARKS if applies(ours, peer))
 
@@ -123,26 +94,7 @@ def print_notes(used: str) -> None:
 ANY_GPU = "any GPU"   # load's one key per case where GPUs are not told apart
 
 
-def on_cpu(r: dict) -> bool:
-    """Whether a record was measured on a CPU (eager's wall clock, or an interpreter's)."""
-    return not str(r.get("device") or "cuda").startswith("cuda") or r.get("timer") in ("wall", "wall_interpreter")
-
-
-@functools.cache
-def rows(path: str) -> tuple[dict, ...]:
-    """The records of a results file as dicts, read once by the harness's reader
-    (harness.reader.read: a last line a crash cut, or a damaged record, is named in a warning
-    and the rest read; other tools' rows are left out); a file that is missing, unreadable or
-    not JSON lines ends the script with a line naming it, exit 2."""
-    try:
-        found, _ = reader.read(Path(path))
-    except jsonl.BadResults as e:
-        print(f"summarize: {e}", file=sys.stderr)
-        sys.exit(2)
-    return tuple(r.as_dict() for r in found)
-
-
-def load(files, min_bytes: int, max_bytes: int | None, same_gpu: bool = False,
+def load(records: list[Record], min_bytes: int, max_bytes: int | None, same_gpu: bool = False,
          ours_only: frozenset | None = None) -> tuple[dict, Counter]:
     """({(op, dtype, shape): {label: the latest record}}, what was read and left out), negative
     controls left out. With ``same_gpu``, the latest records of one GPU (gpu_uuid) per case:
@@ -150,31 +102,29 @@ def load(files, min_bytes: int, max_bytes: int | None, same_gpu: bool = False,
     GPU is left out). With ``ours_only``, ours are those frameworks' records alone."""
     cases = defaultdict(lambda: defaultdict(dict))   # case -> GPU (ANY_GPU: all alike) -> label -> record
     seen = Counter()
-    for path in files:
-        for r in rows(path):
-            seen["records"] += 1
-            seen["on a CPU"] += on_cpu(r)
-            if r.get("gbps") is None:
-                seen["without a rate (not timed, failed before timing, or an interpreter)"] += 1
-                continue
-            if r.get("negative_control"):
-                seen["negative controls"] += 1
-                continue
-            if r["bytes"] < min_bytes or (max_bytes is not None and r["bytes"] >= max_bytes):
-                seen["outside --min-bytes/--max-bytes"] += 1
-                continue
-            if ours_only is not None and role(r) == "ours" and r["impl"] not in ours_only:
-                seen["of ours outside --ours"] += 1
-                continue
-            # e.g. torch_compile[static]: a peer of its own
-            label = impl_label(series_label(r["impl"], r.get("impl_config")), r["variant"])
-            gpu = gpu_of(r) if same_gpu else ANY_GPU
-            if gpu is None:
-                seen["naming no GPU (--same-gpu)"] += 1
-                continue   # same_gpu: a record naming no GPU cannot be placed on one
-            case = cases[(r["op"], r["dtype"], "x".join(map(str, r["shape"])))][gpu]
-            if label not in case or r.get("timestamp", "") >= case[label].get("timestamp", ""):
-                case[label] = r   # the latest measurement of a case wins, whatever the file order
+    for r in records:
+        seen["records"] += 1
+        seen["on a CPU"] += on_cpu(r)
+        if r.gbps is None:
+            seen["without a rate (not timed, failed before timing, or an interpreter)"] += 1
+            continue
+        if r.negative_control:
+            seen["negative controls"] += 1
+            continue
+        if r.bytes < min_bytes or (max_bytes is not None and r.bytes >= max_bytes):
+            seen["outside --min-bytes/--max-bytes"] += 1
+            continue
+        if ours_only is not None and r.role == "ours" and r.impl not in ours_only:
+            seen["of ours outside --ours"] += 1
+            continue
+        label = impl_label(series_label(r.impl, r.impl_config), r.variant)   # e.g. torch_compile[static]
+        gpu = gpu_card(r) if same_gpu else ANY_GPU
+        if gpu is None:
+            seen["naming no GPU (--same-gpu)"] += 1
+            continue   # same_gpu: a record naming no GPU cannot be placed on one
+        case = cases[(r.op, r.dtype, r.shape_str)][gpu]
+        if label not in case or r.timestamp >= case[label].timestamp:
+            case[label] = r   # the latest measurement of a case wins, whatever the file order
     if not same_gpu:
         return {key: gpus[ANY_GPU] for key, gpus in cases.items()}, seen
     return {key: impls for key, gpus in cases.items() if (impls := _latest_comparison(gpus))}, seen
@@ -203,25 +153,25 @@ def why_empty(cases: dict, seen: Counter, same_gpu: bool) -> str | None:
 def _latest_comparison(gpus: dict) -> dict | None:
     """Of a case's records by GPU, those of the GPU whose ours and peer comparison is the
     most recent; None where no GPU has both."""
-    compared = [(max(r.get("timestamp", "") for r in found[1::2]), impls)
+    compared = [(max(r.timestamp for r in found[1::2]), impls)
                 for impls in gpus.values() if (found := compare(impls)) and found[3]]
     return max(compared, key=lambda c: c[0])[1] if compared else None
 
 
 def compare(impls: dict):
     """(best label of ours, its record, best peer label or None, its record or None) of a case."""
-    ours = {k: r for k, r in impls.items() if role(r) == "ours" and r["status"] == "ok"}
-    peers = {k: r for k, r in impls.items() if role(r) == "peer" and r["status"] == "ok"}
+    ours = {k: r for k, r in impls.items() if r.role == "ours" and r.status == "ok"}
+    peers = {k: r for k, r in impls.items() if r.role == "peer" and r.status == "ok"}
     if not ours:
         return None
-    best_k, best = max(ours.items(), key=lambda kv: kv[1]["gbps"])
-    peer_k, peer = max(peers.items(), key=lambda kv: kv[1]["gbps"]) if peers else (None, None)
+    best_k, best = max(ours.items(), key=lambda kv: kv[1].gbps)
+    peer_k, peer = max(peers.items(), key=lambda kv: kv[1].gbps) if peers else (None, None)
     return best_k, best, peer_k, peer
 
 
-def sustained(r: dict | None) -> str:
+def sustained(r: Record | None) -> str:
     """A record's % of the sustained roof (harness.timing: large cases only), or -."""
-    pct = r and r.get("pct_roof_sustained")
+    pct = r and r.pct_roof_sustained
     return "-" if pct is None else f"{pct:.1f}"
 
 
@@ -239,11 +189,11 @@ def print_cases(cases: dict) -> None:
         if not (found := compare(impls)):
             continue
         best_k, best, peer_k, peer = found
-        row = f"| {op} | {dtype} | {shape} | {best_k} {best['gbps']:.0f} GB/s | {best['pct_roof']:.1f} |"
+        row = f"| {op} | {dtype} | {shape} | {best_k} {best.gbps:.0f} GB/s | {best.pct_roof:.1f} |"
         if peer:
             mark = marks(best, peer)
             used += mark
-            row += f" {peer_k} {peer['gbps']:.0f} GB/s | {peer['pct_roof']:.1f} | {best['gbps'] / peer['gbps']:.3f}{mark} |"
+            row += f" {peer_k} {peer.gbps:.0f} GB/s | {peer.pct_roof:.1f} | {best.gbps / peer.gbps:.3f}{mark} |"
         else:
             row += " - | - | - |"
         print(row + f" {sustained(best)}, {sustained(peer)} |")
@@ -258,7 +208,7 @@ def print_matrix(cases: dict) -> None:
     for (op, dtype, shape), impls in cases.items():
         if found := compare(impls):
             _, best, _, peer = found
-            rows[(op, shape)][dtype] = (best["gbps"] / peer["gbps"], marks(best, peer)) if peer else None
+            rows[(op, shape)][dtype] = (best.gbps / peer.gbps, marks(best, peer)) if peer else None
 
     def cell(found):
         if found is None:
@@ -297,30 +247,29 @@ def print_by_op(cases: dict) -> None:
     print("|---|---|---|---|---|---|")
     used = ""
     for op, found in sorted(per_op.items()):
-        ratios = [(best["gbps"] / peer["gbps"], marks(best, peer)) for _, best, _, peer in found if peer]
+        ratios = [(best.gbps / peer.gbps, marks(best, peer)) for _, best, _, peer in found if peer]
         used += "".join(mark for _, mark in ratios)
-        pct = _span([(best["pct_roof"], "") for _, best, _, _ in found], ".1f")
+        pct = _span([(best.pct_roof, "") for _, best, _, _ in found], ".1f")
         ours = _most_first([best_k.split("/")[0] for best_k, *_ in found])
         peers = _most_first([peer_k.split("/")[0] for _, _, peer_k, _ in found if peer_k]) or "-"
         print(f"| {op} | {len(found)} | {pct} | {_span(ratios, '.3f') if ratios else '-'} | {ours} | {peers} |")
     print_notes(used)
 
 
-def print_frameworks(files, shapes: list[str], dtypes=("bfloat16", "float32")) -> None:
+def print_frameworks(records: list[Record], shapes: list[str], dtypes=("bfloat16", "float32")) -> None:
     """A row per op, a column per framework (ours, then peers): its best variant that passed,
     % of roof, at the first of ``shapes`` the op was measured at, one value per dtype
     ("-": measured there, nothing passed)."""
     best = defaultdict(dict)   # (op, shape, dtype, framework) -> the latest record per variant
-    for path in files:
-        for r in rows(path):
-            if r.get("negative_control") or on_cpu(r):
-                continue
-            if not measured_something(Record.from_dict(r)):
-                continue   # skipped or cut: says nothing of the framework there
-            key = (r["op"], "x".join(map(str, r["shape"])), r["dtype"], r["impl"])
-            if r["variant"] not in best[key] or r.get("timestamp", "") >= best[key][r["variant"]].get("timestamp", ""):
-                best[key][r["variant"]] = r
-    frameworks = sorted({k[3] for k in best}, key=lambda f: (role({"impl": f}) != "ours", f))
+    roles = {}
+    for r in records:
+        if r.negative_control or on_cpu(r) or not measured_something(r):
+            continue   # skipped or cut: says nothing of the framework there
+        key = (r.op, r.shape_str, r.dtype, r.impl)
+        roles[r.impl] = r.role
+        if r.variant not in best[key] or r.timestamp >= best[key][r.variant].timestamp:
+            best[key][r.variant] = r
+    frameworks = sorted({k[3] for k in best}, key=lambda f: (roles[f] != "ours", f))
     print(f"| op | shape | {' | '.join(frameworks)} |")
     print("|---|---|" + "---|" * len(frameworks))
     for op in sorted({k[0] for k in best}):
@@ -331,18 +280,18 @@ def print_frameworks(files, shapes: list[str], dtypes=("bfloat16", "float32")) -
         for fw in frameworks:
             values = []
             for dtype in dtypes:
-                records = best.get((op, shape, dtype, fw), {}).values()
-                passed = [r["pct_roof"] for r in records if r["status"] == "ok" and r.get("pct_roof") is not None]
-                values.append(f"{max(passed):.1f}" if passed else ("-" if records else ""))
+                found = best.get((op, shape, dtype, fw), {}).values()
+                passed = [r.pct_roof for r in found if r.status == "ok" and r.pct_roof is not None]
+                values.append(f"{max(passed):.1f}" if passed else ("-" if found else ""))
             cells.append(" / ".join(values) if any(values) else "")
         print(f"| {op} | {shape} | {' | '.join(cells)} |")
     print(f"\nEach framework's best variant that passed its checks, % of roof, {' / '.join(dtypes)} "
           "(the latest record of each case); -: measured, none passed.")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("files", nargs="+")
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    ap.add_argument("files", nargs="+", type=Path)
     ap.add_argument("--min-bytes", type=int, default=0, help="only cases moving at least this many bytes")
     ap.add_argument("--max-bytes", type=int, default=None, help="only cases moving fewer than this many bytes")
     table = ap.add_mutually_exclusive_group()   # which table: one a run
@@ -350,30 +299,35 @@ def main():
     ap.add_argument("--same-gpu", action="store_true",
                     help="per case, the latest records of the GPU on which ours and a peer were last both measured")
     table.add_argument("--frameworks", nargs="?", const="268435456,32768x4096", metavar="SHAPES",
-                    help="a row per op, a column per framework: its best passing variant's %% of roof at the "
-                         "first of SHAPES (comma-separated) the op has (default 268435456,32768x4096)")
+                       help="a row per op, a column per framework: its best passing variant's %% of roof at the "
+                            "first of SHAPES (comma-separated) the op has (default 268435456,32768x4096)")
     table.add_argument("--by-op", action="store_true",
-                    help="a row per op: its cases, the ranges of ours' %% of roof and of ours / best peer, "
-                         "and which frameworks were best")
+                       help="a row per op: its cases, the ranges of ours' %% of roof and of ours / best peer, "
+                            "and which frameworks were best")
     ap.add_argument("--ours", metavar="FRAMEWORKS",
                     help="ours is only these frameworks (comma-separated, e.g. triton); peers stay as they are")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    try:
+        records = [r for path in args.files for r in read(path)[0]]
+    except jsonl.BadResults as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return 2
     ours_only = frozenset(args.ours.split(",")) if args.ours else None
     if ours_only is not None:
         if args.frameworks:
-            sys.exit("summarize: --ours does not narrow --frameworks (a column per framework already)")
-        known = {r["impl"] for path in args.files for r in rows(path) if role(r) == "ours"}
+            print(f"{PROG}: --ours does not narrow --frameworks (a column per framework already)", file=sys.stderr)
+            return 2
+        known = {r.impl for r in records if r.role == "ours"}
         if unknown := sorted(ours_only - known):
-            sys.exit(f"summarize: --ours {','.join(unknown)}: no record of ours from that framework in these "
-                     f"files (ours there: {', '.join(sorted(known)) or 'none'})")
+            print(f"{PROG}: --ours {','.join(unknown)}: no record of ours from that framework in these files "
+                  f"(ours there: {', '.join(sorted(known)) or 'none'})", file=sys.stderr)
+            return 2
     if args.frameworks:
-        return print_frameworks(args.files, args.frameworks.split(","))
-    cases, seen = load(args.files, args.min_bytes, args.max_bytes, args.same_gpu, ours_only)
+        print_frameworks(records, args.frameworks.split(","))
+        return 0
+    cases, seen = load(records, args.min_bytes, args.max_bytes, args.same_gpu, ours_only)
     if why := why_empty(cases, seen, args.same_gpu):
-        sys.exit(f"summarize: no table: {why}")
+        print(f"{PROG}: no table: {why}", file=sys.stderr)
+        return 1
     (print_by_op if args.by_op else print_matrix if args.matrix else print_cases)(cases)
-
-
-if __name__ == "__main__":
-    from harness.entry import run_main   # `| head` ends it quietly, exit 141, as the commands
-    sys.exit(run_main(main))
+    return 0
