@@ -38,6 +38,7 @@ from harness.runner import CPU_THREADS, Runner, Settings
 from harness.session import NOT_WRITTEN, Session
 from harness.sinks import Sinks, console
 from harness.sinks.jsonl import JsonlSink, why_not_written
+from harness.sinks.mlflow import MlflowLogger
 from harness.sinks.mlflow_run import MlflowSink, upload_command
 
 # Libraries whose INFO lines a run would print among its own: MLflow's as it makes a local
@@ -90,7 +91,7 @@ def run(cfg: DictConfig) -> int:
     session = Session(the_plan.cases, processes, device, settings, lambda: _runner(cfg, device, settings))
     try:
         with RunProgress(n) as bar:
-            sinks = Sinks(jsonl, bar, *([tracker] if tracker else []))
+            sinks = Sinks(jsonl, bar, *([tracker] if tracker is not None else []))
             for record in session.records(bar, halted=lambda: jsonl.error):
                 sinks.write(record)
         return _conclude(cfg, session.done, session.interrupted, jsonl, tracker, out_dir)
@@ -108,10 +109,8 @@ def _tracker(cfg: DictConfig, results: Path, invocation_id: str) -> MlflowSink |
     if not tr.enabled or not tr.uri:
         return None
 
-    def open_logger():
-        from harness.sinks.mlflow import MlflowLogger
-        return MlflowLogger(str(tr.uri), str(tr.experiment), tr.get("parent_run_id"), tr.get("group"))
-    return MlflowSink(open_logger, str(tr.uri), results, invocation_id)
+    return MlflowSink(lambda: MlflowLogger(str(tr.uri), str(tr.experiment), tr.get("parent_run_id"), tr.get("group")),
+                      str(tr.uri), results, invocation_id)
 
 
 def _conclude(cfg: DictConfig, records: list[Record], interrupted: bool, jsonl: JsonlSink,
