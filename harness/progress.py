@@ -10,6 +10,8 @@ from __future__ import annotations
 import sys
 from typing import Callable
 
+from harness.sinks.console import progress_line
+
 _sink: Callable[[str], None] | None = None
 
 
@@ -28,10 +30,12 @@ def report_to(sink: Callable[[str], None] | None) -> Callable[[str], None] | Non
 
 class RunProgress:
     """The run's cases as a bar (done / total, elapsed, ETA) and the case running now, on a
-    terminal; plain lines elsewhere. ``line`` prints a finished case's line above the bar."""
+    terminal; plain lines elsewhere. ``line`` prints a line above the bar; ``write`` a finished
+    case's record (a sink of the run's records, harness.sinks)."""
 
     def __init__(self, total: int, live: bool | None = None):
         self.total = total
+        self.done = 0
         # Live on a terminal only: a log or a pipe gets plain lines, in order.
         self.live = (sys.stdout.isatty() and sys.stderr.isatty()) if live is None else live
         self._bar = None
@@ -70,6 +74,11 @@ class RunProgress:
         elif text not in self._said:
             self._said.add(text)
             print(f"  {self._current + ': ' if self._current else ''}{text}", flush=True)
+
+    def write(self, rec) -> None:
+        """A finished case's record: its line (``[done/total] ...``) and one step of the bar."""
+        self.done += 1
+        self.line(f"[{self.done}/{self.total}] {progress_line(rec)}")
 
     def line(self, text: str) -> None:
         """A finished case: its line, and one step of the bar."""

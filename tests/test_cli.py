@@ -508,7 +508,7 @@ def test_a_sigint_while_the_worker_stops_kills_it_and_the_run_goes_on():
     """A time limit's SIGINT landing after the last case, in the worker's join: the run
     kills the worker and goes on to its table (which it would otherwise lose), saying it
     was interrupted."""
-    from harness.cli import _stop
+    from harness.session import stop as _stop
 
     class SlowToStop:
         def __init__(self):
@@ -558,7 +558,7 @@ def test_an_interrupted_run_keeps_every_record_and_says_so_in_its_exit_code(tmp_
     is its first process's measurement, saying so."""
     import json
 
-    from harness import cli
+    from harness import cli, runner
 
     class InterruptedSecond:
         """Its second case meets a SIGINT: at once with one process, in its second process
@@ -568,7 +568,7 @@ def test_an_interrupted_run_keeps_every_record_and_says_so_in_its_exit_code(tmp_
             self.device, self.settings, self.calls = device, settings, []
 
         def measured(self, spec):
-            rec = cli.base_record(spec, self.device, self.settings, {})
+            rec = runner.base_record(spec, self.device, self.settings, {})
             rec.status, rec.median_us, rec.timer = "ok", 5.0, "cuda_events"
             return rec
 
@@ -618,12 +618,11 @@ def _three_cases_to_mlflow(tmp_path, monkeypatch):
     return uri, cfg, [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
 
 
-@pytest.mark.parametrize("where", ["jsonl", "mlflow"])
-def test_a_sigint_between_cases_is_handled_as_one_in_a_case(tmp_path, monkeypatch, capsys, where):
+def test_a_sigint_between_cases_is_handled_as_one_in_a_case(tmp_path, monkeypatch, capsys):
     """A real SIGINT while the second record is written to the JSONL (it waits for the
-    write: the record is kept once, whole), or while MLflow logs it (the half-made case run
-    is replaced): the table, every case a record once, the one not run skipped, exit 130,
-    and in MLflow one finished case run per record, one point per series, nothing RUNNING."""
+    write: the record is kept once, whole): the table, every case a record once, the one not
+    run skipped, exit 130, and in MLflow one finished case run per record, one point per
+    series, nothing RUNNING."""
     import os
     import signal
 
@@ -631,17 +630,15 @@ def test_a_sigint_between_cases_is_handled_as_one_in_a_case(tmp_path, monkeypatc
 
     from harness import cli
     from harness.sinks.jsonl import JsonlSink
-    from harness.sinks.mlflow import MlflowLogger
 
-    cls, name = (JsonlSink, "write") if where == "jsonl" else (MlflowLogger, "_series_point")
-    original, calls = getattr(cls, name), []
+    original, calls = JsonlSink.write, []
 
     def interrupted_second(self, *args):
-        calls.append(name)
+        calls.append(1)
         if len(calls) == 2:
             os.kill(os.getpid(), signal.SIGINT)
         return original(self, *args)
-    monkeypatch.setattr(cls, name, interrupted_second)
+    monkeypatch.setattr(JsonlSink, "write", interrupted_second)
     uri, cfg, recs = _three_cases_to_mlflow(tmp_path, monkeypatch)
     assert [(r["dtype"], r["status"]) for r in recs] == [("float32", "ok"), ("bfloat16", "ok"),
                                                          ("float16", "skipped")]
@@ -663,38 +660,133 @@ def test_a_sigint_between_cases_is_handled_as_one_in_a_case(tmp_path, monkeypatc
         assert len(steps) == len(set(steps)) == (series.data.tags["dtype"] != "float16")
 
 
-def test_a_second_sigint_while_mlflow_logs_still_ends_the_runs_as_killed(tmp_path, monkeypatch, capsys):
-    """The first SIGINT as the second record is logged cuts the run; the second, as it is
-    logged again, stops MLflow: the records stay in the JSONL for harness-upload, and the
-    invocation and series runs are ended KILLED, not left RUNNING."""
-    import os
-    import signal
+class _Watched:
+    """Events a test waits on across the run's threads (each wait bounded: a failure, not a hang)."""
+    WAIT_S = 60
+
+    def __init__(self, *names):
+        import threading
+        for name in names:
+            setattr(self, name, threading.Event())
+
+
+def _blocked_mlflow(monkeypatch, until):
+    """MLflow's store opened and its first record logged only once ``until(stage)`` returns
+    ("open", "log"): (the sinks made, the records MLflow logged in order)."""
+    from harness import cli
+    from harness.sinks.mlflow import MlflowLogger
+    from harness.sinks.mlflow_run import MlflowSink
+
+    made, logged = [], []
+    opened, log = MlflowLogger.__init__, MlflowLogger.log
+
+    def open_when_allowed(self, *args, **kwargs):
+        until("open")
+        opened(self, *args, **kwargs)
+
+    def log_when_allowed(self, rec):
+        if not logged:
+            until("log")
+        logged.append(rec.record_id)
+        return log(self, rec)
+
+    class Kept(MlflowSink):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+    monkeypatch.setattr(MlflowLogger, "__init__", open_when_allowed)
+    monkeypatch.setattr(MlflowLogger, "log", log_when_allowed)
+    monkeypatch.setattr(cli, "MlflowSink", Kept)
+    return made, logged
+
+
+def test_mlflow_logs_behind_the_cases_and_opens_its_store_while_they_run(tmp_path, monkeypatch):
+    """On a GPU each record's logging (40-70 ms to a local store) sat between two cases, and
+    the store's opening (MLflow's import, its tables: 5-12 s) before the first. Now a store
+    that opens only after the first case ran, and a first record logged only after the third
+    case ran, still see every case run and every record logged, the run FINISHED, exit 0."""
+    import json
 
     from mlflow.tracking import MlflowClient
 
-    from harness import cli
-    from harness.sinks.mlflow import MlflowLogger
+    from harness import runner
+    ran = _Watched("first", "third")
 
-    original, calls = MlflowLogger._series_point, []
+    def until(stage):
+        event = ran.first if stage == "open" else ran.third
+        assert event.wait(_Watched.WAIT_S), f"MLflow's {stage} waited for a case that never ran: it held the cases"
 
-    def interrupted(self, *args):
-        calls.append(1)
-        if len(calls) in (2, 3):
-            os.kill(os.getpid(), signal.SIGINT)
-        return original(self, *args)
-    monkeypatch.setattr(MlflowLogger, "_series_point", interrupted)
-    from harness import interrupts
-    monkeypatch.setattr(cli, "sigint_once", lambda: interrupts.sigint_once(0.0))   # a person's second Ctrl-C
-    uri, cfg, recs = _three_cases_to_mlflow(tmp_path, monkeypatch)
-    assert [r["status"] for r in recs] == ["ok", "ok", "skipped"]
-    err = capsys.readouterr().err
-    assert cli.LOGGING_CUT in err and "could not be ended" not in err
+    made, logged = _blocked_mlflow(monkeypatch, until)
+
+    class Measured:
+        def __init__(self, device, settings):
+            self.device, self.settings, self.n = device, settings, 0
+
+        def run(self, spec):
+            self.n += 1
+            if self.n in (1, 3):
+                (ran.first if self.n == 1 else ran.third).set()
+            rec = runner.base_record(spec, self.device, self.settings, {})
+            rec.status, rec.median_us, rec.timer = "ok", 5.0, "wall"
+            return rec
+
+        def stop(self, kill=False):
+            pass
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    cfg, code = _run_with(tmp_path, monkeypatch, Measured, ["op=copy", "impl=eager", "dtype=fp32",
+                                                            "shapes=[[100],[200],[300]]", f"tracking.uri={uri}",
+                                                            "device=cpu"])
+    assert code == 0 and made[0].note == ""
+    recs = [json.loads(line)["record_id"] for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert logged == recs and len(recs) == 3
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name(str(cfg.tracking.experiment))
+    cases = client.search_runs([exp.experiment_id], "tags.`harness.kind` = 'case'")
+    assert sorted(c.data.tags["harness.record_id"] for c in cases) == sorted(recs)
+    (inv,) = client.search_runs([exp.experiment_id], "tags.`harness.kind` = 'invocation'")
+    assert inv.info.status == "FINISHED"
+
+
+def test_a_sigint_while_the_run_waits_for_mlflow_keeps_every_record_and_ends_the_runs_killed(tmp_path, monkeypatch,
+                                                                                             capsys):
+    """MLflow behind by all three records as the run ends, and a SIGINT while the run waits
+    for it: every record in the JSONL, MLflow stops after the record it was logging, its runs
+    end KILLED (nothing RUNNING), one line says so, the end says how many records were not
+    logged and prints the upload command, which uploads them; exit 130."""
+    import os
+    import signal
+
+    from mlflow.entities import ViewType
+    from mlflow.tracking import MlflowClient
+
+    from harness import cli
+    from harness.sinks.mlflow import upload
+    from harness.sinks.mlflow_run import LOGGING_CUT
+
+    def until(stage):
+        if stage == "log":   # the run is waiting for MLflow: a Ctrl-C there
+            assert sinks[0].closing.wait(_Watched.WAIT_S)
+            os.kill(os.getpid(), signal.SIGINT)
+            assert sinks[0].cut.wait(_Watched.WAIT_S)   # taken: this record is the last logged
+
+    sinks, logged = _blocked_mlflow(monkeypatch, until)
+    uri, cfg, recs = _three_cases_to_mlflow(tmp_path, monkeypatch)
+    assert [r["status"] for r in recs] == ["ok", "ok", "ok"] and logged == [recs[0]["record_id"]]
+    out, err = capsys.readouterr()
+    assert f"harness: {LOGGING_CUT}; the rest stays in {tmp_path}/results.jsonl" in err
+    assert "could not be ended" not in err and "GB/s" in out
+    said = f"MLflow: not uploaded ({LOGGING_CUT}; 2 of 3 records not logged). When the store can be opened:"
+    assert said in out, out[-1500:]
+    assert "harness-upload" in out.split("When the store can be opened:")[1]
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(str(cfg.tracking.experiment))
+    every = client.search_runs([exp.experiment_id], "", run_view_type=ViewType.ALL, max_results=1000)
+    assert [r.info.run_name for r in every if r.info.status == "RUNNING"] == []
+    assert {r.info.status for r in every} == {"KILLED", "FINISHED"}   # the invocation, its series; the case
     (inv,) = client.search_runs([exp.experiment_id], "tags.`harness.kind` = 'invocation'")
     assert inv.info.status == "KILLED"
-    series = client.search_runs([exp.experiment_id], "tags.`harness.kind` = 'series'")
-    assert series and {s.info.status for s in series} == {"KILLED"}
+    from harness.sinks import jsonl
+    assert upload(jsonl.read(tmp_path / "results.jsonl"), uri, str(cfg.tracking.experiment)) == (2, 1)
 
 
 def test_a_sigint_mid_cell_keeps_each_impls_finished_processes(tmp_path, monkeypatch, capsys):
@@ -703,7 +795,7 @@ def test_a_sigint_mid_cell_keeps_each_impls_finished_processes(tmp_path, monkeyp
     and 2; the second shape's cases are skipped."""
     import json
 
-    from harness import cli
+    from harness import cli, runner
     calls = []
 
     class CutInRoundTwo:
@@ -714,7 +806,7 @@ def test_a_sigint_mid_cell_keeps_each_impls_finished_processes(tmp_path, monkeyp
             calls.append((spec.impl, spec.shape))
             if len(calls) == 4:
                 raise KeyboardInterrupt
-            rec = cli.base_record(spec, self.device, self.settings, {})
+            rec = runner.base_record(spec, self.device, self.settings, {})
             rec.status, rec.median_us, rec.timer = "ok", 5.0 + len(calls) / 10, "cuda_events"
             return rec
 
@@ -794,7 +886,7 @@ def test_a_full_disk_keeps_every_record_that_fits_ends_the_runs_and_says_which_d
     from mlflow.entities import ViewType
     from mlflow.tracking import MlflowClient
 
-    from harness import cli
+    from harness import cli, runner
     disk = tmp_path / "disk"
     disk.mkdir()
     if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", str(disk)],
@@ -806,7 +898,7 @@ def test_a_full_disk_keeps_every_record_that_fits_ends_the_runs_and_says_which_d
             self.device, self.settings = device, settings
 
         def run(self, spec):
-            rec = cli.base_record(spec, self.device, self.settings, {})
+            rec = runner.base_record(spec, self.device, self.settings, {})
             rec.status, rec.median_us, rec.timer, rec.reason = "ok", 5.0, "wall", "x" * 500
             return rec
 

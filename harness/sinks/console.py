@@ -60,6 +60,22 @@ def _time(r: Record) -> str:
     return "-" if r.median_us is None else f"{r.median_us:.1f}{marks(r)}"
 
 
+def progress_line(r: Record) -> str:
+    """A finished case in one line, as the run goes: its status, time and GB/s, or why not."""
+    head = f"{r.case_label}: {status_label(r)}"
+    if r.process_medians_us:
+        head += (f" (median of {r.processes} process{'es' if r.processes != 1 else ''}: "
+                 + ", ".join(f"{m:.2f}" for m in r.process_medians_us) + " us)")
+    if r.status == "ok" and r.reason:   # e.g. interrupted after 2 of 3 processes
+        head += f" [{r.reason[:160]}]"
+    if r.gbps is not None:
+        pct = f", {r.pct_roof:.1f}% of roof" if r.pct_roof is not None else ""
+        return f"{head} {r.median_us:.1f} us, {sig(r.gbps)} GB/s{pct}"
+    if r.median_us is not None:
+        return f"{head} {r.median_us:.1f} us ({r.timer})"
+    return f"{head} {r.reason[:200]}" if r.reason else head
+
+
 COLUMNS = [("shape", 13, lambda r: r.shape_str), ("impl", 26, lambda r: r.impl_label),
            ("time_us", 10, _time), ("GB/s", 8, lambda r: sig(r.gbps)),
            ("%roof", 6, lambda r: _f(r.pct_roof, ".1f")),
