@@ -38,6 +38,12 @@ def free_port() -> int:
 START_DEADLINE_S = 240
 
 
+# The harness logs runs, metrics and artifacts only; MLflow's job runner (its GenAI jobs) checks
+# its requirements before the server starts and then runs as a process of its own beside it:
+# off, a start here took 10 s instead of 14 s.
+WITHOUT_JOBS = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+
+
 class MlflowServer:
     """A real tracking server on loopback, stopped and started by its process id."""
 
@@ -52,7 +58,7 @@ class MlflowServer:
             [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{self.folder}/mlflow.db",
              "--artifacts-destination", str(self.folder / "artifacts"), "--host", "127.0.0.1",
              "--port", str(self.port), "--workers", str(self.workers)],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **WITHOUT_JOBS})
         deadline = time.monotonic() + START_DEADLINE_S
         while time.monotonic() < deadline and self.proc.poll() is None:
             try:
