@@ -76,8 +76,11 @@ def first_run_table(rows: list[dict]) -> list[str]:
         lines.append(f"| {op} | {first.get('cases', '')} | {shown[0]} | {shown[1]} | {tracking} | {measured} |")
     ops = {op for op, _ in cells}
     if len(ops) > 1:   # named by what it sums: op=all is the catalogue, and these may be fewer
-        summed = [f"{total[phase]:.0f}{'+' if cut_in[phase] else ''}" if any(p == phase for _, p in cells) else ""
-                  for phase in ("cold", "warm")]   # a phase no op measured sums to nothing, not 0
+        summed = []
+        for phase in ("cold", "warm"):   # a phase no op measured sums to nothing, not 0; a phase some missed
+            measured = sum(p == phase for _, p in cells)   # sums only those: a lower bound, said so
+            summed.append("" if not measured else f"{total[phase]:.0f}{'+' if cut_in[phase] else ''}"
+                          + (f" ({measured} of {len(ops)} ops)" if measured < len(ops) else ""))
         lines.append(f"| these {len(ops)} summed | | {summed[0]} | {summed[1]} | | |")
     cut = cut_in["cold"] or cut_in["warm"]
     if untracked:

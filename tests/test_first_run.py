@@ -193,7 +193,7 @@ def test_first_runs_are_summed_per_gpu_from_the_latest_line_of_each_op_and_phase
     h200 = text[text.index("NVIDIA H200"):]
     assert "| rmsnorm | 84 | 200 | 100 | off | abc |" in h200
     assert "| softmax | 84 | 150+ |  |" in h200
-    assert "| these 2 summed | | 350+ | 100 |" in h200   # a cut part makes the sum a lower bound
+    assert "| these 2 summed | | 350+ | 100 (1 of 2 ops) |" in h200   # a cut part, or an op not measured, makes the sum a lower bound
     assert "**NVIDIA H100**" in text
 
 

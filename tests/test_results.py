@@ -241,7 +241,7 @@ def test_first_runs_are_kept_beside_the_cases_the_latest_per_op_and_phase_and_sh
     assert "| rmsnorm | 84 | 200 | 100 | off | 2026-12-02 abc |" in page
     assert "| softmax | 84 | 150+ (54 of 84 cases) |  | off | 2026-12-02 tree 0123456789ab |" in page
     assert "MLflow `off`" in page
-    assert "| these 2 summed | | 350+ | 100 |" in page and "cut by its time limit" in page
+    assert "| these 2 summed | | 350+ | 100 (1 of 2 ops) |" in page and "cut by its time limit" in page
     c = tmp_path / "c.jsonl"
     c.write_text(first_run("softmax", "warm", 90.0, "2026-12-02T10:20:00Z") + "\n")
     assert results.main([str(c), "--dir", str(out)]) == 0
