@@ -1,4 +1,4 @@
-from harness.cli import main
+from harness.commands.cli import main
 
 if __name__ == "__main__":   # guarded: the worker process (spawn) re-imports __main__
     main()

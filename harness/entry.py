@@ -36,12 +36,12 @@ def run_main(main) -> int | None:
         return BROKEN_PIPE_EXIT
 
 
-def harness() -> int | None: return start("harness", "harness.cli")
-def upload() -> int | None: return start("harness-upload", "harness.upload")
-def nightly() -> int | None: return start("harness-nightly", "harness.nightly")
-def nvbench() -> int | None: return start("harness-nvbench", "harness.nvbench")
-def faults() -> int | None: return start("harness-faults", "harness.faultsuite")
-def compare() -> int | None: return start("harness-compare", "harness.compare")
-def report() -> int | None: return start("harness-report", "harness.report")
-def results() -> int | None: return start("harness-results", "harness.results")
-def tune() -> int | None: return start("harness-tune", "harness.tune")
+def harness() -> int | None: return start("harness", "harness.commands.cli")
+def upload() -> int | None: return start("harness-upload", "harness.records.upload")
+def nightly() -> int | None: return start("harness-nightly", "harness.commands.nightly")
+def nvbench() -> int | None: return start("harness-nvbench", "harness.measure.nvbench")
+def faults() -> int | None: return start("harness-faults", "harness.measure.faultsuite")
+def compare() -> int | None: return start("harness-compare", "harness.records.compare")
+def report() -> int | None: return start("harness-report", "harness.records.report")
+def results() -> int | None: return start("harness-results", "harness.records.results")
+def tune() -> int | None: return start("harness-tune", "harness.commands.tune")

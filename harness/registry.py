@@ -141,7 +141,7 @@ class Framework:
     name: ClassVar[str]
     role: ClassVar[str] = PEER
     # This framework's settings, ``frameworks.<name>.*`` of the run's config: a dataclass whose
-    # fields carry harness.schema.key metadata (the doc --help shows). The run checks them
+    # fields carry harness.commands.schema.key metadata (the doc --help shows). The run checks them
     # against it and hands them to every process that runs cases (``configure``).
     settings_schema: ClassVar[type | None] = None
     # The distributions whose versions a record's provenance names (the first installed of
@@ -174,7 +174,7 @@ class Framework:
 
     def warm(self, device: torch.device, cases: list) -> bool:
         """Start the one-time work (a build, compiles) that ``cases`` (the run's runnable
-        cases of this framework, harness.runner.CaseSpec) will need, in the background, and
+        cases of this framework, harness.run.runner.CaseSpec) will need, in the background, and
         return at once: True when something was started, so that the plan runs these cases
         after the others of their shape. Called once per run, after the plan and before any
         case. The work must use the CPU only, never the GPU, while cases are timed beside it.
@@ -192,7 +192,7 @@ class Framework:
         return {}
 
     def roof_kernels(self, src: torch.Tensor, dst: torch.Tensor) -> dict[str, dict[str, Launcher]]:
-        """Kernels the roof times beside torch's own on a GPU (harness.roofline), by kind:
+        """Kernels the roof times beside torch's own on a GPU (harness.measure.roofline), by kind:
         ``{"read": {name: launcher}, "mix": {...}, "copy": {...}}``; a read reads all of ``src``
         (fp32, contiguous), a mix reads its first three quarters and writes the last quarter
         of ``dst``, a copy copies ``src`` into ``dst``. The fastest of each kind sets the roof

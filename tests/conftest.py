@@ -23,8 +23,8 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _cpu_runner(contract: bool):
-    from harness.runner import Runner, Settings
-    from harness.timing import TimingBudget
+    from harness.run.runner import Runner, Settings
+    from harness.measure.timing import TimingBudget
     settings = Settings(seeds=3, base_seed=1234, determinism_runs=3,
                         budget=TimingBudget(warmup_ms=0, min_samples=1, max_samples=3, max_seconds=0.05),
                         roof_bytes=16 << 20, roof_cache=False, invocation_id="test", contract=contract)

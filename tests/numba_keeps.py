@@ -9,7 +9,7 @@ import sys
 import torch
 
 from harness import registry
-from harness.checks import checked_launch
+from harness.measure.checks import checked_launch
 from tests.layouts import misaligned
 
 

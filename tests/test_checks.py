@@ -4,9 +4,9 @@ import pytest
 import torch
 
 import tests.plugins.broken  # noqa: F401  (registers the broken impls in this process)
-from harness import checks
+from harness.measure import checks
 from harness.registry import Tol
-from harness.runner import CaseSpec
+from harness.run.runner import CaseSpec
 
 
 def run(cpu_runner, variant, dtype="float32", shape=(16, 1000)):

@@ -93,7 +93,7 @@ def test_two_runs_started_in_one_second_get_a_folder_each(tmp_path, monkeypatch)
     with both, the table and report of the last to finish."""
     from omegaconf import OmegaConf
 
-    from harness import multirun
+    from harness.run import multirun
     base = str(tmp_path / "outputs" / "2026-12-05" / "08-00-00")
     monkeypatch.setattr(multirun, "_run_dir", None)
     cfg = OmegaConf.create({"dir": "${harness_run_dir:" + base + "}"})
@@ -107,7 +107,7 @@ def test_two_runs_started_in_one_second_get_a_folder_each(tmp_path, monkeypatch)
 
 
 def test_a_run_folder_that_cannot_be_made_is_named(tmp_path):
-    from harness import options
+    from harness.commands import options
     from harness.errors import ConfigError
     (tmp_path / "a-file").write_text("")
     with pytest.raises(ConfigError, match=re.escape(f"hydra.run.dir={tmp_path}/a-file/run: the run's folder cannot "
@@ -119,7 +119,7 @@ def test_a_run_folder_that_cannot_be_made_is_named(tmp_path):
 
 
 def test_a_job_folder_is_a_safe_name_of_what_the_sweep_varies(monkeypatch):
-    from harness import multirun
+    from harness.run import multirun
     monkeypatch.setattr(multirun, "_task_overrides", lambda: ["op=copy", "impl=eager", "tracking.uri=http://h:5000/x"])
     monkeypatch.setattr(sys, "argv", ["harness", "-m", "op=copy,scale", "impl=eager", "tracking.uri=http://h:5000/x"])
     assert multirun.job_dir(0) == "0-op=copy"
@@ -155,7 +155,8 @@ def test_unusable_impls_are_skipped_with_the_reason_under_impl_all(tmp_path):
     ["op=choice(copy,scale)", "ops.sum.shapes.smoke=[[7]]"],   # a sweep function: Hydra resolves it
 ])
 def test_the_key_check_takes_every_form_hydra_does(argv):
-    from harness import keys, plan
+    from harness.commands import keys
+    from harness.run import plan
     keys.check(argv, plan.CONF_DIR)
 
 
@@ -168,7 +169,8 @@ def test_the_key_check_takes_every_form_hydra_does(argv):
     (["op=copy", "seed.x=1"], "unknown key 'seed.x': seed is a value, not a group of keys; give seed=..."),
 ])
 def test_the_key_check_names_what_it_refuses(argv, message):
-    from harness import keys, plan
+    from harness.commands import keys
+    from harness.run import plan
     from harness.errors import ConfigError
     with pytest.raises(ConfigError) as e:
         keys.check(argv, plan.CONF_DIR)
@@ -322,7 +324,7 @@ def test_a_command_exits_with_what_its_main_returns(tmp_path, monkeypatch):
     ("sweep.timing.max_seconds=long", "sweep.timing.max_seconds='long'"),
 ])
 def test_a_value_its_key_s_type_refuses_is_an_error_naming_the_key(arg, message):
-    from harness import keys, schema
+    from harness.commands import keys, schema
     from harness.errors import ConfigError
     with pytest.raises(ConfigError, match=re.escape(message)):
         keys.check_value(schema.current(), arg)
@@ -336,7 +338,7 @@ def test_a_value_its_key_s_type_refuses_is_an_error_naming_the_key(arg, message)
 def test_a_roof_setting_out_of_range_is_refused(key, value, message):
     from omegaconf import OmegaConf
 
-    from harness import options, schema
+    from harness.commands import options, schema
     from harness.errors import ConfigError
     cfg = OmegaConf.structured(schema.current())
     options.check_values(cfg)
@@ -365,8 +367,8 @@ def test_a_plugin_that_cannot_be_imported_is_an_error_naming_it(monkeypatch, tmp
 
 
 def test_a_sigint_before_the_cases_is_a_line_and_exit_130_not_a_traceback(monkeypatch, capsys):
-    from harness import cli
-    from harness import plan as planning
+    from harness.commands import cli
+    from harness.run import plan as planning
 
     def interrupted(*args):
         raise KeyboardInterrupt
@@ -380,7 +382,7 @@ def test_a_sigint_before_the_cases_is_a_line_and_exit_130_not_a_traceback(monkey
 
 
 def test_a_cache_folder_that_cannot_be_written_is_named(tmp_path, monkeypatch):
-    from harness import roofline
+    from harness.measure import roofline
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
     assert roofline.cache_unwritable() is None and (tmp_path / "cache").is_dir()
     (tmp_path / "a-file").write_text("")
@@ -453,8 +455,8 @@ def test_interpreted_impls_skip_shapes_too_large_to_interpret(tmp_path):
 
 def test_gpu_sized_shapes_on_a_cpu_are_said_to_take_minutes_before_they_start():
     """sweep=full on a CPU ran for hours without a word (one 1 GiB case: over 4 minutes)."""
-    from harness import plan as planning
-    from harness.runner import CaseSpec
+    from harness.run import plan as planning
+    from harness.run.runner import CaseSpec
 
     def case(shape, skip=None):
         return CaseSpec("rmsnorm", "eager", "-", "float32", shape, {"eps": 1e-6}, skip)
@@ -508,7 +510,7 @@ def test_a_sigint_while_the_worker_stops_kills_it_and_the_run_goes_on():
     """A time limit's SIGINT landing after the last case, in the worker's join: the run
     kills the worker and goes on to its table (which it would otherwise lose), saying it
     was interrupted."""
-    from harness.session import stop as _stop
+    from harness.run.session import stop as _stop
 
     class SlowToStop:
         def __init__(self):
@@ -534,8 +536,8 @@ def _run_with(tmp_path, monkeypatch, runner_cls, overrides):
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
 
-    from harness import cli
-    from harness import plan as planning
+    from harness.commands import cli
+    from harness.run import plan as planning
     if runner_cls is not None:
         monkeypatch.setattr(cli, "_runner", lambda cfg, device, settings: runner_cls(device, settings))
     with initialize_config_dir(config_dir=str(planning.CONF_DIR), version_base="1.3"):
@@ -558,7 +560,9 @@ def test_an_interrupted_run_keeps_every_record_and_says_so_in_its_exit_code(tmp_
     is its first process's measurement, saying so."""
     import json
 
-    from harness import cli, runner
+    from harness.commands import cli
+
+    from harness.run import runner
 
     class InterruptedSecond:
         """Its second case meets a SIGINT: at once with one process, in its second process
@@ -609,7 +613,7 @@ def _three_cases_to_mlflow(tmp_path, monkeypatch):
     (the store's uri, the config, the JSONL's records)."""
     import json
 
-    from harness import cli
+    from harness.commands import cli
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     cfg, code = _run_with(tmp_path, monkeypatch, None,
                           ["op=copy", "impl=eager", "dtype=[fp32,bf16,fp16]", "shapes=[[7]]", "isolate=false",
@@ -628,8 +632,8 @@ def test_a_sigint_between_cases_is_handled_as_one_in_a_case(tmp_path, monkeypatc
 
     from mlflow.tracking import MlflowClient
 
-    from harness import cli
-    from harness.sinks.jsonl import JsonlSink
+    from harness.commands import cli
+    from harness.records.sinks.jsonl import JsonlSink
 
     original, calls = JsonlSink.write, []
 
@@ -673,9 +677,9 @@ class _Watched:
 def _blocked_mlflow(monkeypatch, until):
     """MLflow's store opened and its first record logged only once ``until(stage)`` returns
     ("open", "log"): (the sinks made, the records MLflow logged in order)."""
-    from harness import cli
-    from harness.sinks.mlflow import MlflowLogger
-    from harness.sinks.mlflow_run import MlflowSink
+    from harness.commands import cli
+    from harness.records.sinks.mlflow import MlflowLogger
+    from harness.records.sinks.mlflow_run import MlflowSink
 
     made, logged = [], []
     opened, log = MlflowLogger.__init__, MlflowLogger.log
@@ -709,7 +713,7 @@ def test_mlflow_logs_behind_the_cases_and_opens_its_store_while_they_run(tmp_pat
 
     from mlflow.tracking import MlflowClient
 
-    from harness import runner
+    from harness.run import runner
     ran = _Watched("first", "third")
 
     def until(stage):
@@ -759,9 +763,9 @@ def test_a_sigint_while_the_run_waits_for_mlflow_keeps_every_record_and_ends_the
     from mlflow.entities import ViewType
     from mlflow.tracking import MlflowClient
 
-    from harness import cli
-    from harness.sinks.mlflow import upload
-    from harness.sinks.mlflow_run import LOGGING_CUT
+    from harness.commands import cli
+    from harness.records.sinks.mlflow import upload
+    from harness.records.sinks.mlflow_run import LOGGING_CUT
 
     def until(stage):
         if stage == "log":   # the run is waiting for MLflow: a Ctrl-C there
@@ -785,7 +789,7 @@ def test_a_sigint_while_the_run_waits_for_mlflow_keeps_every_record_and_ends_the
     assert {r.info.status for r in every} == {"KILLED", "FINISHED"}   # the invocation, its series; the case
     (inv,) = client.search_runs([exp.experiment_id], "tags.`harness.kind` = 'invocation'")
     assert inv.info.status == "KILLED"
-    from harness.sinks import jsonl
+    from harness.records.sinks import jsonl
     assert upload(jsonl.read(tmp_path / "results.jsonl"), uri, str(cfg.tracking.experiment)) == (2, 1)
 
 
@@ -795,7 +799,9 @@ def test_a_sigint_mid_cell_keeps_each_impls_finished_processes(tmp_path, monkeyp
     and 2; the second shape's cases are skipped."""
     import json
 
-    from harness import cli, runner
+    from harness.commands import cli
+
+    from harness.run import runner
     calls = []
 
     class CutInRoundTwo:
@@ -886,7 +892,9 @@ def test_a_full_disk_keeps_every_record_that_fits_ends_the_runs_and_says_which_d
     from mlflow.entities import ViewType
     from mlflow.tracking import MlflowClient
 
-    from harness import cli, runner
+    from harness.commands import cli
+
+    from harness.run import runner
     disk = tmp_path / "disk"
     disk.mkdir()
     if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", str(disk)],

@@ -1,11 +1,13 @@
-"""Launch configs as data (harness.configs): a run reads this GPU's table, else the framework's
-rule, and says which; harness-tune (harness.tune) writes tables a run reads back. On a CPU,
+"""Launch configs as data (harness.launch.configs): a run reads this GPU's table, else the framework's
+rule, and says which; harness-tune (harness.commands.tune) writes tables a run reads back. On a CPU,
 with stand-in GPUs and stand-in searches: what only a GPU shows is in tests/test_gpu.py."""
 import pytest
 import torch
 import yaml
 
-from harness import configs, tune, tuner
+from harness.launch import configs, tuner
+
+from harness.commands import tune
 
 H100 = "NVIDIA H100 80GB HBM3"
 TABLE = """gpu: NVIDIA H100 80GB HBM3

@@ -159,5 +159,5 @@ def test_the_build_context_leaves_out_secrets_and_the_device_cache():
                 if line.strip() and not line.startswith("#")]
     for path in (".env", "docker/.env", "key.pem", "conf/tls/server.pem", ".device-cache/h100/x.json"):
         assert _docker_ignores(patterns, path), path
-    for path in ("harness/cli.py", "conf/config.yaml", "docker/requirements.lock"):
+    for path in ("harness/commands/cli.py", "conf/config.yaml", "docker/requirements.lock"):
         assert not _docker_ignores(patterns, path), path

@@ -14,12 +14,12 @@ import torch
 from hydra import compose, initialize_config_dir
 
 import impls.rmsnorm
-from harness import plan as planning
+from harness.run import plan as planning
 from harness import registry
-from harness.options import settings_from
-from harness.record import Record
-from harness.runner import Runner
-from harness.sinks import console
+from harness.commands.options import settings_from
+from harness.records.record import Record
+from harness.run.runner import Runner
+from harness.records.sinks import console
 
 CPU = torch.device("cpu")
 # 2 row shapes x 3 dtypes x 10 impls and variants, of which eager, torch_compile, triton and numba

@@ -9,9 +9,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from harness import plan as planning
-from harness import registry, tuner
-from harness.runner import CaseSpec
+from harness.run import plan as planning
+from harness import registry
+from harness.launch import tuner
+from harness.run.runner import CaseSpec
 from impls._frameworks.cuda import build
 
 
@@ -159,7 +160,7 @@ def test_the_fast_search_stops_a_measurement_once_its_median_is_known_to_the_tie
             budgets.append(budget)
             return SimpleNamespace(median_us=1.0)
     monkeypatch.setattr(tuner, "SEARCH", search)
-    monkeypatch.setattr("harness.timing.CudaTimer", Timer)
+    monkeypatch.setattr("harness.measure.timing.CudaTimer", Timer)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(tuner, "_timers", {})
     assert tuner.measure(lambda: None, 300, 0.15) == 1.0

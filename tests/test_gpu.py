@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from harness import registry
-from harness.runner import CaseSpec, Runner, Settings
-from harness.timing import CudaTimer, TimingBudget
+from harness.run.runner import CaseSpec, Runner, Settings
+from harness.measure.timing import CudaTimer, TimingBudget
 
 pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():
@@ -188,7 +188,8 @@ def test_a_bound_launch_calls_the_compiled_kernel_on_the_current_stream():
 def test_harness_tune_writes_the_table_a_run_then_reads(tmp_path, monkeypatch, capsys):
     """harness-tune searches this GPU (today's search) and writes its table; a bind then takes
     the table's entry for its row length, dtype and batch, and the launcher names it."""
-    from harness import configs, tune
+    from harness.launch import configs
+    from harness.commands import tune
     monkeypatch.setattr(configs, "TABLES", tmp_path)
     monkeypatch.setattr(configs, "_tables", {})
     assert tune.main(["op=rmsnorm", "impl=[triton,cuda]", "dtype=bf16", "shapes=[[64,4096]]", "sweep=smoke",
@@ -300,7 +301,7 @@ def test_the_planted_faults_are_caught_and_honest_impls_pass_on_the_gpu():
     """Every planted fault (tests/plugins: stream, bind, recompute, input, physical-limit and
     the broken impls) labelled as expected, and no honest impl of RMSNorm flagged, at a size
     ~9x the L2 (the physical limit needs one)."""
-    from harness import faultsuite
+    from harness.measure import faultsuite
     rows = faultsuite.run(torch.device("cuda:0"), (32768, 4096), "bfloat16", case_timeout_s=30)
     print(faultsuite.render(rows))
     assert faultsuite.rates(rows) == (1.0, 0.0), faultsuite.render(rows)
@@ -342,8 +343,8 @@ def test_the_stream_check_tells_a_frameworks_default_stream_from_the_current_one
     """CuPy and Numba launch on the legacy default stream unless given one: caught, and named;
     the same kernels on the current stream pass. At 1 GiB too, where the work on the other
     stream lasts longer than the capture and could write the output after its poison."""
-    from harness import integrity
-    from harness.device import case_stream, on_stream
+    from harness.measure import integrity
+    from harness.run.device import case_stream, on_stream
     dev = torch.device("cuda:0")
     x = torch.randn(n, device=dev)
     y = torch.empty_like(x)
@@ -380,7 +381,7 @@ ONE_D_OURS = [k for k in usable_impls() if registry.ops()[k[0]].ndim == 1 and re
 def test_ours_are_right_on_views_at_odd_offsets_and_odd_sizes(key, dtype):
     """x at an odd element offset (no 16-byte alignment), the output aligned or off by the same
     or another offset, at sizes around a pack, a block and a grid, on every input set."""
-    from harness.checks import checked_launch
+    from harness.measure.checks import checked_launch
     op_name, impl, variant = key
     op = registry.ops()[op_name]()
     bind = registry.registered()[key].bind
@@ -492,7 +493,7 @@ def test_cupy_raw_row_kernels_are_right_in_every_config_on_rows_at_odd_offsets(k
     that start on 16-byte boundaries (the whole-row kernels) and off them (x, the weights and
     the output at odd element offsets), at irregular lengths, on every input set."""
     pytest.importorskip("cupy")
-    from harness.checks import checked_launch
+    from harness.measure.checks import checked_launch
     from impls._frameworks.cuda import rows as cuda_rows
     op_name, variant = key
     op = registry.ops()[op_name]()

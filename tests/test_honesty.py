@@ -4,7 +4,7 @@ they are; never an `ok` that hides it."""
 import pytest
 
 import tests.plugins.cheats as cheats
-from harness.runner import CaseSpec
+from harness.run.runner import CaseSpec
 
 # Irregular sizes: 18x1001 fp32 leaves 2 elements after the last 16-byte pack, and its
 # batch-invariance probes (1 and 10 rows) differ in parity from the full batch.
@@ -30,8 +30,8 @@ def test_a_launcher_that_stops_working_once_timed_is_caught_on_a_cpu():
     import torch
 
     import tests.plugins.faults  # noqa: F401 - registers it
-    from harness.runner import Runner, Settings
-    from harness.timing import TimingBudget
+    from harness.run.runner import Runner, Settings
+    from harness.measure.timing import TimingBudget
     runner = Runner(torch.device("cpu"), Settings(
         seeds=1, determinism_runs=10, roof_bytes=4 << 20, roof_cache=False,
         budget=TimingBudget(warmup_ms=0, min_samples=30, max_samples=30, max_seconds=5)))

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from harness import registry
-from harness.checks import result_of
-from harness.runner import CaseSpec
+from harness.measure.checks import result_of
+from harness.run.runner import CaseSpec
 
 CPU = torch.device("cpu")
 OPS = registry.ops()
@@ -61,7 +61,7 @@ def test_the_cpu_covers_eager_and_torch_compile_for_every_op():
 @pytest.mark.parametrize("key", IMPLS, ids=lambda k: "-".join(k))
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 def test_impl_matches_float64_reference(cpu_runner, numerics_runner, key, dtype):
-    """... and keeps the launcher's contract (harness.integrity), checked at the regular shape."""
+    """... and keeps the launcher's contract (harness.measure.integrity), checked at the regular shape."""
     op, impl, variant = key
     spec = OPS[op]
     for i, shape in enumerate(SHAPES[spec.ndim]):
@@ -108,7 +108,7 @@ def test_the_triton_chain_keeps_silus_tail(variant, dtype):
     """silu(n) = n·e^n for n in (-108, -88.7): tiny, but a normal or subnormal fp32 (and
     bf16), where n / (1 + exp(-n)) returns 0 because exp(-n) overflows. With r = 0 the
     output is that tail alone; the harness's own check against float64 must pass."""
-    from harness.checks import compare
+    from harness.measure.checks import compare
     if ("rmsnorm_silu_mul_add", "triton", variant) not in IMPLS:
         pytest.skip("Triton is not usable here")
     op = OPS["rmsnorm_silu_mul_add"]()

@@ -1,15 +1,15 @@
-"""The launcher's contract (harness.integrity): each planted fault that a CPU can show is
+"""The launcher's contract (harness.measure.integrity): each planted fault that a CPU can show is
 caught and labelled with what it breaks; honest impls are not flagged; the physical limit,
 the clock mark and the nvbench cross-check's arithmetic."""
 import pytest
 import torch
 
 import tests.plugins.faults as faults
-from harness import faultsuite, integrity, nvbench
-from harness.provenance import clock_note
-from harness.record import Record
-from harness.runner import CaseSpec
-from harness.sinks import console
+from harness.measure import faultsuite, integrity, nvbench
+from harness.measure.provenance import clock_note
+from harness.records.record import Record
+from harness.run.runner import CaseSpec
+from harness.records.sinks import console
 
 CPU_FAULTS = sorted(k for k, e in faults.EXPECTED.items() if not e.gpu_only)
 

@@ -39,8 +39,8 @@ def test_a_worker_slow_to_exit_is_killed_after_its_grace(monkeypatch):
 
     import torch
 
-    from harness.runner import CaseSpec, Settings
-    from harness.worker import IsolatedRunner
+    from harness.run.runner import CaseSpec, Settings
+    from harness.run.worker import IsolatedRunner
     monkeypatch.setenv("HARNESS_PLUGINS", "tests.plugins.broken")   # the spawned worker reads it
     runner = IsolatedRunner(torch.device("cpu"), Settings(seeds=1, determinism_runs=2), case_timeout_s=120)
     try:

@@ -48,7 +48,7 @@ def nightly(step, uri, experiment, *args, env=None, timeout=900):
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_CACHE": "/tmp/kernel-harness-test-cache",
                 **(env or {})}
     full_env.pop("MLFLOW_TRACKING_URI", None)
-    return subprocess.run([sys.executable, "-m", "harness.nightly", step, "--tracking-uri", uri,
+    return subprocess.run([sys.executable, "-m", "harness.commands.nightly", step, "--tracking-uri", uri,
                            "--experiment", experiment, *args], cwd=ROOT, env=full_env,
                           capture_output=True, text=True, timeout=timeout)
 

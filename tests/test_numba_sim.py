@@ -17,8 +17,8 @@ import pytest
 import torch
 
 from harness import registry
-from harness.checks import checked_launch
-from harness.runner import CaseSpec
+from harness.measure.checks import checked_launch
+from harness.run.runner import CaseSpec
 from tests import numba_keeps
 from tests.layouts import misaligned
 
@@ -165,7 +165,7 @@ def test_the_simulator_refuses_what_it_cannot_run_with_a_reason():
 def test_an_input_set_too_large_for_the_simulator_is_left_out_and_said_and_the_case_runs(cpu_runner):
     """sum's 2^25-term set cannot run under the simulator: the case runs its other sets and is
     ok, its reason names the set left out; a shape no set of which fits is skipped, not an error."""
-    from harness.runner import CaseSpec
+    from harness.run.runner import CaseSpec
     rec = cpu_runner.run(CaseSpec("sum", "numba", "two_pass", "float32", (1000,)))
     assert rec.status == "ok", rec.reason
     assert "input sets not run here: many_terms" in rec.reason and "too large for Numba's CUDA simulator" in rec.reason

@@ -1,10 +1,10 @@
-"""harness.processes: a case's runs in several worker processes merged into one record."""
+"""harness.run.processes: a case's runs in several worker processes merged into one record."""
 import statistics
 
 import pytest
 
-from harness.processes import InterruptedProcesses, merge, partial, rounds, run_cell
-from harness.record import Record
+from harness.run.processes import InterruptedProcesses, merge, partial, rounds, run_cell
+from harness.records.record import Record
 
 
 def run(median, status="ok", passed=True, **extra):
@@ -147,7 +147,7 @@ def test_a_sigint_echo_is_ignored_and_a_later_sigint_interrupts():
     import signal
     import time
 
-    from harness.interrupts import sigint_once
+    from harness.run.interrupts import sigint_once
     before = signal.getsignal(signal.SIGINT)
     caught = 0
     with sigint_once(echo_s=0.5):
@@ -177,9 +177,9 @@ def test_the_worker_ignores_sigint_and_its_parent_stops_it(tmp_path):
 
     import torch
 
-    from harness.runner import CaseSpec, Settings
-    from harness.timing import TimingBudget
-    from harness.worker import IsolatedRunner
+    from harness.run.runner import CaseSpec, Settings
+    from harness.measure.timing import TimingBudget
+    from harness.run.worker import IsolatedRunner
     settings = Settings(seeds=1, base_seed=1, determinism_runs=2, invocation_id="t", roof_cache=False,
                         budget=TimingBudget(min_samples=3, max_seconds=0.05))
     runner = IsolatedRunner(torch.device("cpu"), settings, 120.0)
@@ -202,7 +202,7 @@ def test_a_held_sigint_waits_for_the_end_of_the_hold_or_its_release():
     import os
     import signal
 
-    from harness.interrupts import SigintHold, sigint_once
+    from harness.run.interrupts import SigintHold, sigint_once
     steps = []
     with sigint_once(echo_s=0.0):
         before = signal.getsignal(signal.SIGINT)

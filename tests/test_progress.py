@@ -1,4 +1,4 @@
-"""harness.progress: the bar with its ETA on a terminal, plain lines elsewhere, and what a
+"""harness.run.progress: the bar with its ETA on a terminal, plain lines elsewhere, and what a
 case is doing (tuning, compiling) on its way from a worker process to the run's output."""
 import os
 import pty
@@ -9,8 +9,8 @@ import time
 
 import torch
 
-from harness import progress
-from harness.runner import CaseSpec
+from harness.run import progress
+from harness.run.runner import CaseSpec
 from tests.conftest import _cpu_runner
 from tests.helpers import ROOT, run_harness
 from tests.plugins.phases import SAID
@@ -19,7 +19,7 @@ PLUGIN = {"HARNESS_PLUGINS": "tests.plugins.phases"}
 
 
 def test_a_worker_sends_what_its_case_is_doing_to_the_parent(monkeypatch):
-    from harness.worker import IsolatedRunner
+    from harness.run.worker import IsolatedRunner
     monkeypatch.setenv("HARNESS_PLUGINS", PLUGIN["HARNESS_PLUGINS"])
     settings = _cpu_runner(contract=False).settings
     runner = IsolatedRunner(torch.device("cpu"), settings, case_timeout_s=120)
@@ -80,7 +80,7 @@ def test_a_terminal_gets_a_bar_with_an_eta_and_the_phase_in_it(tmp_path):
 
 def test_a_log_says_a_phase_once_a_case(capsys):
     """torch.compile said "compiling" twice a case (again for the batch-invariance rows)."""
-    from harness.progress import RunProgress, phase
+    from harness.run.progress import RunProgress, phase
     with RunProgress(2, live=False) as bar:
         bar.case("rmsnorm torch_compile float32 3x1000")
         phase("torch.compile: compiling")

@@ -1,7 +1,7 @@
-"""harness.provenance: the source tree a run ran, named even when the checkout is dirty."""
+"""harness.measure.provenance: the source tree a run ran, named even when the checkout is dirty."""
 import subprocess
 
-from harness import provenance
+from harness.measure import provenance
 
 
 def git(repo, *args):

@@ -1,5 +1,5 @@
 """The regression rules on hand-made histories (the end-to-end nightly is tests/test_nightly.py)."""
-from harness.regress import Point, Thresholds, compare
+from harness.records.regress import Point, Thresholds, compare
 
 KEY = ("rmsnorm", "triton", "-", "bfloat16", "32768x4096", "NVIDIA H200")
 TH = Thresholds(min_effect=0.05, noise_k=2.0, min_abs_us=1.0, history=7)
@@ -87,8 +87,8 @@ def test_a_framework_setting_makes_a_series_of_its_own():
     from before the setting existed (no config.shapes) continue the default series."""
     from types import SimpleNamespace
 
-    from harness.record import Record
-    from harness.regress import point_from_record, point_from_run
+    from harness.records.record import Record
+    from harness.records.regress import point_from_record, point_from_run
 
     def record(shapes):
         r = Record("rmsnorm", "torch_compile", "-", "bfloat16", [32768, 4096], status="ok", passed=True,
@@ -120,9 +120,9 @@ def test_a_cpu_time_counts_only_beyond_its_floor_and_an_interpreter_time_never(t
     one-sample interpreter time)."""
     import json
 
-    from harness.compare import main
-    from harness.record import Record
-    from harness.regress import CPU_WALL_FLOOR
+    from harness.records.compare import main
+    from harness.records.record import Record
+    from harness.records.regress import CPU_WALL_FLOOR
     cpu = ("softmax", "eager", "-", "float32", "3x1000", "cpu")
 
     def at(median, timer, spread=0.0):
@@ -153,8 +153,8 @@ def test_two_results_files_compared_case_by_case(tmp_path, capsys):
     """harness-compare: the nightly rule between two runs' files; exit 1 on a regression."""
     import json
 
-    from harness.compare import main
-    from harness.record import Record
+    from harness.records.compare import main
+    from harness.records.record import Record
 
     def rec(shape, median, status="ok", ts="2026-12-01T00:00:00+00:00"):
         return Record("copy", "eager", "-", "float32", [shape], status=status, median_us=median,
@@ -185,9 +185,9 @@ def test_two_mlflow_runs_compared_case_by_case(tmp_path, capsys):
     through the same rule; a case or series run id, or an unknown one, is refused (exit 2)."""
     from mlflow.tracking import MlflowClient
 
-    from harness.compare import main
-    from harness.record import Record
-    from harness.sinks.mlflow import MlflowLogger
+    from harness.records.compare import main
+    from harness.records.record import Record
+    from harness.records.sinks.mlflow import MlflowLogger
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     logger = MlflowLogger(uri, "kernel-harness")
@@ -217,7 +217,7 @@ def test_two_mlflow_runs_compared_case_by_case(tmp_path, capsys):
 def test_nightly_finish_refuses_a_missing_folder_or_an_unknown_night_before_uploading(tmp_path, capsys):
     """finish refuses, exit 2, before it uploads anything: a folder that is not there, and a
     night id the tracking server does not have."""
-    from harness import nightly
+    from harness.commands import nightly
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     assert nightly.main(["finish", "--out", str(tmp_path / "no-night"), "--tracking-uri", uri]) == 2
     assert f"{tmp_path / 'no-night'}: no such folder; give --out the night's folder" in capsys.readouterr().err
@@ -235,7 +235,7 @@ def test_nightly_finish_waits_when_the_server_fails_to_look_up_the_night(tmp_pat
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
-    from harness import nightly
+    from harness.commands import nightly
 
     def failing(self, run_id):
         raise MlflowException("the database is locked", error_code="INTERNAL_ERROR")
@@ -255,8 +255,8 @@ def test_nightly_finish_leaves_out_an_unreadable_job_file_and_uploads_and_compar
 
     from mlflow.tracking import MlflowClient
 
-    from harness import nightly
-    from harness.record import Record
+    from harness.commands import nightly
+    from harness.records.record import Record
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     night = tmp_path / "night"
     jobs = {}
@@ -283,7 +283,7 @@ def test_nightly_finish_leaves_out_an_unreadable_job_file_and_uploads_and_compar
 
 
 def test_nightly_jobs_refuses_a_plugin_that_does_not_import_with_one_line(tmp_path, capsys, monkeypatch):
-    from harness import nightly
+    from harness.commands import nightly
     monkeypatch.setenv("HARNESS_PLUGINS", "no_such_team_module")
     assert nightly.main(["jobs", "--out", str(tmp_path), "--tracking-uri", f"sqlite:///{tmp_path}/m.db"]) == 2
     assert capsys.readouterr().err.startswith("harness-nightly: error: HARNESS_PLUGINS names 'no_such_team_module'")

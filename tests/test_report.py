@@ -1,11 +1,11 @@
-"""harness.report: the plots (their content, not only their files) and the self-contained report."""
+"""harness.records.report: the plots (their content, not only their files) and the self-contained report."""
 import math
 
 import matplotlib.colors
 import pytest
 
-from harness import report
-from harness.record import Record
+from harness.records import report
+from harness.records.record import Record
 
 
 def case(impl, shape, gbps, variant="-", status="ok", pct=None, control=False, dtype="bfloat16", roof=4000.0):
@@ -75,7 +75,7 @@ def test_the_latest_record_of_a_case_wins():
 
 
 def test_the_command_rebuilds_a_report_from_results_files(tmp_path, capsys):
-    from harness.sinks.jsonl import JsonlSink
+    from harness.records.sinks.jsonl import JsonlSink
     sink = JsonlSink(tmp_path / "a" / "results.jsonl")
     for r in cases():
         sink.write(r)

@@ -1,10 +1,10 @@
-"""harness.results: one page and one JSONL per GPU model, a case measured again replacing its record."""
+"""harness.records.results: one page and one JSONL per GPU model, a case measured again replacing its record."""
 import json
 import math
 
-from harness import reader, results
-from harness.record import Record
-from harness.sinks.jsonl import JsonlSink
+from harness.records import reader, results
+from harness.records.record import Record
+from harness.records.sinks.jsonl import JsonlSink
 
 H200 = {"gpu_name": "NVIDIA H200", "gpu_uuid": "GPU-a", "driver": "580.159.04", "torch_cuda": "13.0",
         "versions": {"torch": "2.11.0", "triton": "3.6.0"}, "git_sha": "0123456789abcdef", "git_dirty": False}
@@ -52,7 +52,7 @@ def test_a_case_that_did_not_run_keeps_its_measured_record_but_a_failure_replace
     """A run cut by an interrupt, or without a framework, publishes what it measured and loses
     nothing: its skipped and cut cases leave the measured records in place; a case that ran and
     failed does replace its record (that is news)."""
-    from harness.record import INTERRUPTED
+    from harness.records.record import INTERRUPTED
     out = tmp_path / "results"
     first = results_file(tmp_path / "a.jsonl", [case("triton", (16, 4096), 50.0), case("eager", (16, 4096), 30.0),
                                                 case("cuda", (16, 4096), 40.0)])
@@ -277,7 +277,7 @@ def test_a_damaged_record_is_named_by_line_and_field_and_every_reader_reads_the_
     file again finds it), one with a field of the wrong type is left out; each named with its
     line and field on stderr, by the one reader every tool uses: harness-report,
     harness-results, harness-compare and harness-results summary, none with a traceback."""
-    from harness import compare, report
+    from harness.records import compare, report
     good = [case("triton", (16, 4096), 50.0), case("liger", (16, 4096), 40.0, role="peer"),
             case("triton", (32, 4096), 50.0), case("liger", (32, 4096), 45.0, role="peer")]
     rows = [r.as_dict() for r in good]

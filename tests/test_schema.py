@@ -1,4 +1,4 @@
-"""The config schema (harness.schema): one declaration gives --help, the key checks and the
+"""The config schema (harness.commands.schema): one declaration gives --help, the key checks and the
 frameworks' settings, which reach the processes that run cases in their start message."""
 import dataclasses
 import os
@@ -6,9 +6,13 @@ import os
 import pytest
 import torch
 
-from harness import keys, options, plan, registry, schema
+from harness.commands import keys, options, schema
+
+from harness.run import plan
+
+from harness import registry
 from harness.errors import ConfigError
-from harness.runner import CaseSpec, Runner, Settings
+from harness.run.runner import CaseSpec, Runner, Settings
 
 
 def test_help_lists_every_key_of_the_schema_with_its_doc():
@@ -40,7 +44,7 @@ def configured(monkeypatch):
 
 @pytest.mark.parametrize("isolate", [True, False])
 def test_a_framework_setting_reaches_the_case_in_the_start_message_not_the_environment(configured, isolate):
-    from harness.worker import IsolatedRunner
+    from harness.run.worker import IsolatedRunner
     settings = Settings(seeds=1, determinism_runs=2, batch_invariance=False, contract=False,
                         frameworks={"configured": {"mode": "marked_mode_value"}})
     device = torch.device("cpu")

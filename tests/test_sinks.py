@@ -5,10 +5,10 @@ import socket
 
 import pytest
 
-from harness.record import INTERRUPTED, Record
-from harness.sinks import console, jsonl
-from harness.sinks.mlflow import MlflowLogger, TrackingUnavailable, upload
-from harness.upload import main as upload_main
+from harness.records.record import INTERRUPTED, Record
+from harness.records.sinks import console, jsonl
+from harness.records.sinks.mlflow import MlflowLogger, TrackingUnavailable, upload
+from harness.records.upload import main as upload_main
 
 
 def records(invocation="inv1", n=3):
@@ -137,7 +137,7 @@ def test_a_local_sqlite_store_writes_ahead_and_a_network_one_keeps_sqlite_s_defa
     sqlite makes it. Both hold every record."""
     import sqlite3
 
-    import harness.sinks.mlflow as sink
+    import harness.records.sinks.mlflow as sink
     mounts = tmp_path / "mounts"
     mounts.write_text(f"rootfs / ext4 rw 0 0\nserver:/export {tmp_path} {filesystem} rw 0 0\n")
     monkeypatch.setattr(sink, "MOUNTS", mounts)
@@ -171,7 +171,7 @@ def test_upload_is_idempotent(tmp_path):
     ("fail", False, "FAILED", ""), ("invalid", False, "FAILED", ""), ("crash", False, "FAILED", ""),
     ("error", False, "KILLED", INTERRUPTED)])   # cut by a Ctrl-C: not a failure of the impl
 def test_a_case_runs_mlflow_status_reads_as_the_ui_colours_it(status, control, colour, reason):
-    from harness.sinks.mlflow import run_status
+    from harness.records.sinks.mlflow import run_status
     r = Record("layernorm", "triton", "unsafe", "float32", [4, 8], status=status, negative_control=control,
                reason=reason)
     assert run_status(r) == colour
@@ -222,7 +222,7 @@ def test_upload_command_after_an_outage(tmp_path, capsys):
 def test_a_tracking_uri_mlflow_has_no_store_for_is_named(tmp_path, capsys, monkeypatch, uri, ok):
     """MLflow 3 refuses a path (its file store) and knows no 'localhost:' scheme: upload gave
     a traceback for them; now exit 2 with the URI and what to give."""
-    from harness.sinks.mlflow import uri_problem
+    from harness.records.sinks.mlflow import uri_problem
     monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
     assert (uri_problem(uri) is None) == ok, uri_problem(uri)
     if not ok:
@@ -322,7 +322,7 @@ def test_a_server_stopped_at_a_random_point_loses_nothing_and_keeps_nothing_twic
 def test_a_tracking_failure_reads_as_one_whole_sentence():
     """MLflow's message for a server that went away nests urllib3's: 400+ characters, which
     the run cut mid-word. Said whole: which address, and what the socket said."""
-    from harness.sinks.mlflow import explain
+    from harness.records.sinks.mlflow import explain
     e = Exception(
         "API request to http://127.0.0.1:5999/api/2.0/mlflow/runs/create failed with exception "
         "HTTPConnectionPool(host='127.0.0.1', port=5999): Max retries exceeded with url: "
@@ -358,7 +358,7 @@ def test_a_framework_declares_its_role():
 
 
 def test_a_name_that_does_not_resolve_is_said_whole_too():
-    from harness.sinks.mlflow import explain
+    from harness.records.sinks.mlflow import explain
     e = Exception("API request to http://mlflow:5000/api/2.0/mlflow/runs/create failed with exception "
                   "HTTPConnectionPool(host='mlflow', port=5000): Max retries exceeded (Caused by NameResolutionError("
                   "\"<urllib3.connection.HTTPConnection object at 0x7f>: Failed to resolve 'mlflow' ([Errno -2] Name "

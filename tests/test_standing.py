@@ -1,10 +1,10 @@
-"""harness.standing: where things stand, made once for the results pages and the README; the
+"""harness.records.standing: where things stand, made once for the results pages and the README; the
 committed page and README block are what the command makes from docs/results/*.jsonl."""
 import re
 import shutil
 from pathlib import Path
 
-from harness import reader, results, standing
+from harness.records import reader, results, standing
 from tests.test_results import H200, case, results_file
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from harness import timing
-from harness.timing import CudaTimer, TimingBudget, burst_size, burst_spin_us
+from harness.measure import timing
+from harness.measure.timing import CudaTimer, TimingBudget, burst_size, burst_spin_us
 
 
 class SimGpu:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import roofline
-from harness.timing import TimingBudget, WallTimer, median_interval, summarize
+from harness.measure import roofline
+from harness.measure.timing import TimingBudget, WallTimer, median_interval, summarize
 
 
 def test_summary_quantiles_and_spread():
@@ -188,7 +188,7 @@ class SustainedTimer:
 
 
 def test_a_record_has_its_sustained_bandwidth_against_the_sustained_roof(cpu_runner, monkeypatch):
-    from harness.runner import CaseSpec
+    from harness.run.runner import CaseSpec
     monkeypatch.setattr(cpu_runner, "timer", SustainedTimer())
     monkeypatch.setattr(cpu_runner, "roof", sustained_roof())
     rec = cpu_runner.run(CaseSpec("copy", "eager", "-", "float32", (1000,)))
@@ -318,7 +318,7 @@ def test_no_module_under_harness_imports_a_framework():
 
 
 def test_a_cpu_roof_is_kept_for_the_thread_count_it_was_measured_on():
-    """A CPU case runs on harness.runner.CPU_THREADS threads: a roof a run on more threads kept
+    """A CPU case runs on harness.run.runner.CPU_THREADS threads: a roof a run on more threads kept
     is another machine's roof."""
     prov = {"cpu_model": "AMD EPYC"}
     keys = {roofline.device_key(torch.device("cpu"), {**prov, "cpu_threads": n}) for n in (1, 2)}

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from harness import registry
-from harness.checks import compare, result_of
+from harness.measure.checks import compare, result_of
 
 CPU = torch.device("cpu")
 OPS = registry.ops()
@@ -32,11 +32,11 @@ def test_the_launch_rule_is_a_block_of_the_row_rounded_up_and_warps_by_its_size(
 
 @pytest.mark.parametrize("key", NAIVE, ids=lambda k: k[0])
 def test_a_naive_kernel_asks_for_no_table_entry(key, monkeypatch):
-    """Bound as on a GPU (no interpreter), it never reaches harness.configs."""
-    from harness import configs
+    """Bound as on a GPU (no interpreter), it never reaches harness.launch.configs."""
+    from harness.launch import configs
 
     def config_for(*args, **kwargs):
-        raise AssertionError("the naive variant asked harness.configs for a config")
+        raise AssertionError("the naive variant asked harness.launch.configs for a config")
     monkeypatch.setattr(configs, "config_for", config_for)
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     spec = OPS[key[0]]()

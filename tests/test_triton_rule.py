@@ -1,11 +1,13 @@
 """Triton's launch configs where no table holds the row length (impls/_frameworks/triton:
 rows.rule, elementwise.RULE) and the check a table's entry must pass (rows.checker), as each
-Triton impl asks harness.configs for them on a GPU: bound here with the interpreter off and
-harness.configs.config_for stood in, so that nothing launches."""
+Triton impl asks harness.launch.configs for them on a GPU: bound here with the interpreter off and
+harness.launch.configs.config_for stood in, so that nothing launches."""
 import pytest
 import torch
 
-from harness import configs, registry
+from harness.launch import configs
+
+from harness import registry
 from impls._frameworks.triton import elementwise
 from impls._frameworks.triton import rows as triton_rows
 
@@ -18,7 +20,7 @@ DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 class _Asked(Exception):
-    """What an impl asked harness.configs for: raised by the stand-in config_for."""
+    """What an impl asked harness.launch.configs for: raised by the stand-in config_for."""
 
     def __init__(self, asked: dict):
         super().__init__(asked["kernel"])
@@ -41,7 +43,7 @@ ELEMENTWISE_IMPLS = _impls(("copy", "scale"))
 
 
 def asked(monkeypatch, op: str, variant: str, shape: tuple, dtype) -> dict:
-    """What the Triton impl of ``op`` ``variant`` asks harness.configs for, bound on ``shape``
+    """What the Triton impl of ``op`` ``variant`` asks harness.launch.configs for, bound on ``shape``
     as on a GPU: its first config_for's kernel, rule, check and space (a callable)."""
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
 
@@ -60,7 +62,7 @@ def rule_of(monkeypatch, op, variant, cols, dtype) -> dict:
 
 
 def offered(space) -> list[dict]:
-    """Every config harness-tune's search (harness.rowsearch: tune_rows, for_batch) may time for a
+    """Every config harness-tune's search (harness.launch.rowsearch: tune_rows, for_batch) may time for a
     row kernel's ``space``: each shape; each shape with each small-batch toggle that applies
     whole; the plain configs along the greedy path, each toggle on any config before it; and
     any of those with a batch's other hints and grids, again and again."""
@@ -106,7 +108,7 @@ def test_the_checker_accepts_every_config_the_search_offers(monkeypatch, op, var
 
 def test_the_checker_refuses_what_the_kernel_cannot_take(monkeypatch):
     """A table older than the kernel (a switch it no longer has, a shape it no longer offers)
-    or written by hand: the check names the problem, and harness.configs runs the rule."""
+    or written by hand: the check names the problem, and harness.launch.configs runs the rule."""
     a = asked(monkeypatch, "rmsnorm", "-", (2, 4096), torch.bfloat16)
     check, rule = a["check"], a["rule"]
     check(rule)

@@ -1,11 +1,11 @@
 """Triton's row configs without a GPU: the rule a run takes where no table holds the row
 length and the checker a table's entry must pass (impls/_frameworks/triton/rows.py); the
-search behind harness-tune (harness.tuner) over Triton's row config space: which configs it
+search behind harness-tune (harness.launch.tuner) over Triton's row config space: which configs it
 tries, and how it weighs the large problem against the small ones; the launch plumbing."""
 import pytest
 import torch
 
-from harness import rowsearch, tuner
+from harness.launch import rowsearch, tuner
 from impls._frameworks.triton import launch as triton_launch, occupancy
 from impls._frameworks.triton import rows as triton_rows
 
@@ -132,7 +132,7 @@ def _run_forced(cpu_runner, monkeypatch, op: str, variant: str, config: dict) ->
     """Run a Triton row op under the interpreter with ``config`` forced, at a ragged shape
     (masked columns, a last tile short of rows) and a small one, through the harness's
     checks; each record must pass. Returns the records."""
-    from harness.runner import CaseSpec
+    from harness.run.runner import CaseSpec
     from harness.registry import frameworks
     frameworks()["triton"].prepare(cpu_runner.device)
     _forced(monkeypatch, config)
@@ -889,7 +889,7 @@ def test_a_tally_counts_the_measures_inside_its_block_only(monkeypatch):
     """tune_rows' timing_tally: each measure() inside the block adds its samples, its late
     ones and whether the time budget ended it (the timer says what stopped it); a measure
     after the block, or inside a block within it, is not counted in the outer one."""
-    from harness import timing
+    from harness.measure import timing
 
     class Timer:
         MIN_SPIN_US = 0.0

@@ -19,8 +19,8 @@ import time
 
 import pytest
 
-from harness.pivot import pct
-from harness.sinks.console import sig
+from harness.records.pivot import pct
+from harness.records.sinks.console import sig
 from tests.helpers import MlflowServer, results, run_harness
 
 BROWSER = next((b for b in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")) if b), None)

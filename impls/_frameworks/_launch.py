@@ -44,11 +44,11 @@ def with_grid(launch, **grid):
 
 def chosen(kernel: str, n: int, dtype, make, device, candidates: list[dict] = CANDIDATES, rule: dict | None = None,
            unrunnable: tuple = ()):
-    """The launcher ``make(config)`` builds for the config harness.configs gives ``kernel``
+    """The launcher ``make(config)`` builds for the config harness.launch.configs gives ``kernel``
     (its framework, op and variant) at ``n`` elements: this GPU's table's, else ``rule``
     (default RULE); the config, its grid and its source attached. harness-tune searches
     ``candidates``."""
-    from harness import configs, tuner
+    from harness.launch import configs, tuner
 
     def check(config):
         if configs.launchable(config) not in candidates:

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 
 import torch
 
-from harness import progress, registry
+from harness.run import progress
+
+from harness import registry
 from harness.registry import Framework
-from harness.schema import key
+from harness.commands.schema import key
 
 
 class Shapes(enum.Enum):

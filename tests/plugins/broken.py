@@ -9,7 +9,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from harness.faultsuite import Expect
+from harness.measure.faultsuite import Expect
 from harness.registry import Framework, impl
 
 
@@ -17,7 +17,7 @@ class Broken(Framework):
     name = "broken"
 
 
-# How the harness must label each (harness.faultsuite); 'lingers' is right, only slow to exit.
+# How the harness must label each (harness.measure.faultsuite); 'lingers' is right, only slow to exit.
 EXPECTED = {
     ("rmsnorm", "broken", "wrong"): Expect("fail", "outside tolerance"),
     ("rmsnorm", "broken", "unwritten_tail"): Expect("fail", "NaN where a number was due"),

@@ -15,7 +15,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from harness.faultsuite import Expect
+from harness.measure.faultsuite import Expect
 from harness.registry import Framework, impl
 
 

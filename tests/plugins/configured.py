@@ -5,7 +5,7 @@ import os
 from dataclasses import dataclass
 
 from harness.registry import Framework, impl
-from harness.schema import key
+from harness.commands.schema import key
 
 
 class Mode(enum.Enum):

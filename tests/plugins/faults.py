@@ -1,4 +1,4 @@
-"""RMSNorm impls that break the launcher's contract (harness.integrity) while writing the
+"""RMSNorm impls that break the launcher's contract (harness.measure.integrity) while writing the
 right answer: each must be caught, labelled with the contract it breaks.
 
     HARNESS_PLUGINS=tests.plugins.faults harness op=rmsnorm impl=faults
@@ -7,7 +7,7 @@ right answer: each must be caught, labelled with the contract it breaks.
 import torch
 import torch.nn.functional as F
 
-from harness.faultsuite import Expect
+from harness.measure.faultsuite import Expect
 from harness.registry import Framework, impl
 
 
@@ -20,7 +20,7 @@ def _rmsnorm(x, weight, eps):
 
 
 STREAM = "runs work off the current stream"
-# (op, impl, variant) -> how the harness must label it (harness.faultsuite)
+# (op, impl, variant) -> how the harness must label it (harness.measure.faultsuite)
 STALE = "with x refilled in place after bind (fresh values, seed"
 EXPECTED = {("rmsnorm", "faults", variant): exp for variant, exp in {
     "private_stream": Expect("invalid", STREAM, gpu_only=True),

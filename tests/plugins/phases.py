@@ -1,11 +1,11 @@
 """A copy that says what it is doing while it binds, as a tuner or a compiler does
-(harness.progress), and takes a moment to do it.
+(harness.run.progress), and takes a moment to do it.
 
     HARNESS_PLUGINS=tests.plugins.phases harness op=copy impl=phases
 """
 import time
 
-from harness import progress
+from harness.run import progress
 from harness.registry import OURS, Framework, impl
 
 SAID = "tuning phases copy: 3 configs"

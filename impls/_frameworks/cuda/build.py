@@ -131,7 +131,7 @@ def kept(out: Path | None) -> Path | None:
 
 
 def _folder(out: Path | None) -> Path:
-    from harness.roofline import cache_dir
+    from harness.measure.roofline import cache_dir
     return Path(out or cache_dir() / "cuda") / build_hash()
 
 
@@ -221,7 +221,7 @@ def load():
     import torch
     if _loaded is None:
         if not kept(None):
-            from harness import progress
+            from harness.run import progress
             progress.phase("building the CUDA kernels, or waiting for the run's build (once per source hash)")
         path = build()
         try:

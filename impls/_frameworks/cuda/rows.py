@@ -1,4 +1,4 @@
-"""The row kernels' configs (rows.cuh): this GPU's table's (harness.configs), else the rule.
+"""The row kernels' configs (rows.cuh): this GPU's table's (harness.launch.configs), else the rule.
 
 A config is (``group``: threads per row, a power of two from 4 to 1024; ``packs``: 16-byte
 packs each thread keeps in registers, 0 to read the row again from L2; ``threads``: per
@@ -145,13 +145,13 @@ def rule(cols: int, itemsize: int, kept: bool = True, looped: bool = True) -> di
 
 def choose_for(framework: str, title: str, unrunnable_errors: tuple, key: tuple, label: str, cols: int, dtype,
                device, rows: int, scratch, bind, kept: bool = True, looped: bool = True) -> dict:
-    """The config for a batch of ``rows`` (harness.configs: this GPU's table, else ``rule``),
+    """The config for a batch of ``rows`` (harness.launch.configs: this GPU's table, else ``rule``),
     its source in it. ``scratch(rows)``: arguments for a batch (the output last); ``bind(config,
     args, rows)``: a launcher. ``framework`` and ``key`` (op, variant) name the kernel in the
     table (each framework's build of these kernels has entries of its own), ``title`` its
     label."""
-    from harness import configs as tables
-    from harness import rowsearch
+    from harness.launch import configs as tables
+    from harness.launch import rowsearch
     space = configs(cols, dtype.itemsize, kept, looped)
     if not space:
         raise ValueError(f"{title} {label}: no config holds a row of {cols} elements "

@@ -1,5 +1,5 @@
 """The 1-D kernels' launch configurations (copy, scale, sum, max, the chain's elementwise
-steps): this GPU's table's (harness.configs), else the rule.
+steps): this GPU's table's (harness.launch.configs), else the rule.
 
 A config is (threads per block, blocks per SM); ``per_sm`` 0 means enough blocks for one pass
 over the data. Each thread takes CHUNKS chunks (4 consecutive elements, as 8-byte words: device.py) a

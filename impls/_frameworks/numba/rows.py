@@ -1,5 +1,5 @@
 """The row kernels' configs (softmax, the norms, the chain): this GPU's table's
-(harness.configs), else the rule.
+(harness.launch.configs), else the rule.
 
 A row belongs to a *group* of ``group`` threads (a power of two, 1 to 1024); a row is cut into
 chunks of 16 bytes, ``chunk`` consecutive columns (8 of a 16-bit type, 4 of fp32: columns
@@ -184,7 +184,7 @@ def launch(kernels: dict, variant: tuple, config: dict, tensors: tuple, rows: in
 
 
 def row_launcher(key: tuple, label: str, inputs: tuple, scratch, bind, cacheable: bool, keeps: tuple = tuple(KEEPS)):
-    """The launcher of ``bind(config, inputs, rows)`` for this batch's config (harness.configs:
+    """The launcher of ``bind(config, inputs, rows)`` for this batch's config (harness.launch.configs:
     this GPU's table's, else ``rule``), with the config and its source attached;
     ``inputs[0]`` is x, ``inputs[-1]`` the output; ``keeps``: the keeps the variant has a
     kernel for (rows.check's)."""
@@ -196,8 +196,8 @@ def row_launcher(key: tuple, label: str, inputs: tuple, scratch, bind, cacheable
     if SIMULATED:
         config = sim_config(cols, cacheable, x.element_size(), keeps)
         return configured(bind(config, inputs, rows), {**config, "whole": whole(inputs, cols), "simulated": True})
-    from harness import configs as tables
-    from harness import rowsearch
+    from harness.launch import configs as tables
+    from harness.launch import rowsearch
     space = configs(cols, cacheable, x.element_size(), keeps)
 
     def check(config):

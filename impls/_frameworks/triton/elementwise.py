@@ -1,5 +1,5 @@
 """The 1-D kernels' tiles (copy, scale, the unfused chain's steps): one BLOCK-sized tile per
-program, from this GPU's table (harness.configs), else the rule."""
+program, from this GPU's table (harness.launch.configs), else the rule."""
 from impls._frameworks.triton.launch import HINTS, bound_launch, build_all, configured, describe, interpreting, unrunnable
 
 # 8 to 16 elements per thread: every thread has two to four independent 16-byte loads in
@@ -18,7 +18,7 @@ def launch_1d(kernel, args: tuple, n: int, name: str, device, extra: dict | None
     ``n`` elements (the config changes no result bits of an elementwise op)."""
     import triton
 
-    from harness import configs, tuner
+    from harness.launch import configs, tuner
     candidates = [dict(BLOCK=b, num_warps=w, hints=h) for b, w in TILES for h in HINTS]
     dtype = args[0].dtype
 

@@ -1,4 +1,4 @@
-"""Triton's kernels for the roof (harness.roofline): plain streaming kernels, the fastest
+"""Triton's kernels for the roof (harness.measure.roofline): plain streaming kernels, the fastest
 ways we know to read N bytes, and to read N and write N. Offered to the roof through
 Triton.roof_kernels.
 

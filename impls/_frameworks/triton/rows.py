@@ -1,14 +1,14 @@
 """The row kernels' configs (softmax, the norms, the chain), their rule and their launcher.
-A run takes this GPU's table's config (harness.configs), else the rule; what harness-tune
+A run takes this GPU's table's config (harness.launch.configs), else the rule; what harness-tune
 tries is decided here, how it chooses, and the rule that keeps a row op batch-invariant, in
-harness.tuner.
+harness.launch.tuner.
 
 A config: ``rows`` per tile and ``num_warps``, a ``persistent`` grid or one program per
 tile, cache ``hints``, and the kernel's own switches where it has them (the constexprs
 PREFETCH, EARLY, ORDERED, the looped path ``loop_block``, ``predicated`` loads)."""
 import contextvars
 
-from harness import rowsearch
+from harness.launch import rowsearch
 from impls._frameworks.triton.launch import (HINTS, bound_launch, build_all, describe, interpreting, next_pow2,
                                              unrunnable)
 from impls._frameworks.triton.occupancy import first_guess, persistent_programs
@@ -366,14 +366,14 @@ def checker(cols: int, block: int, on_chip: bool, itemsize: int, options: tuple[
 
 def row_choice(key, rows: int, cols: int, block: int, on_chip: bool, dtype, device, make_scratch, bind,
                max_rows: int = 4, options: tuple[str, ...] = ()) -> dict:
-    """The config of a row kernel for a batch of ``rows`` (harness.configs: this GPU's table,
+    """The config of a row kernel for a batch of ``rows`` (harness.launch.configs: this GPU's table,
     else ``rule``), its source in it; under the interpreter, interpreted_config. ``key``
     (op, variant) names the kernel in the table; ``block`` is the kernel's BLOCK (the row, or
     its column tile); ``make_scratch(rows)`` builds arguments (the output last) and ``bind(cfg,
     args, rows)`` returns a launcher (row_launcher). fp16 and bf16 have entries apart: same
     bytes, but their conversions compile to other instructions and register counts, and a
     few registers decide how many programs fit an SM (bf16's config ran 8% slower in fp16)."""
-    from harness import configs
+    from harness.launch import configs
     if interpreting():
         return {**interpreted_config(block, on_chip, max_rows, dtype.itemsize, options), "source": "interpreter"}
     op, variant = key

@@ -1,0 +1,1 @@
+"""The commands: the harness's config and entry (cli), harness-tune, the nightly job."""

@@ -1,0 +1,1 @@
+"""Launch configs: the table per GPU and the search that makes it."""

@@ -1,0 +1,1 @@
+"""The measurement: timing, the roof, correctness and the launcher's contract, provenance."""

@@ -1,0 +1,1 @@
+"""The records and everything that writes or reads them."""
