@@ -209,7 +209,8 @@ def test_triton_offers_the_roof_streaming_kernels_that_read_and_copy_every_tile_
     code = (
         "import types, torch\n"
         "torch.cuda.get_device_properties = lambda device: types.SimpleNamespace(multi_processor_count=1)\n"
-        "from harness import registry, roofline\n"
+        "from harness import registry\n"
+        "from harness.measure import roofline\n"
         "src = torch.randint(0, 8, (8192 * 6,), generator=torch.Generator().manual_seed(3)).float()\n"
         "dst = torch.empty_like(src)\n"
         "every = {}\n"
