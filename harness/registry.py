@@ -182,6 +182,11 @@ class Framework:
         the reason. Default: nothing to warm (the work happens at bind)."""
         return False
 
+    def ready(self) -> bool:
+        """Whether the work ``warm`` started is over (done or failed): until then the run
+        holds this framework's cases back while others can run (harness.run.session)."""
+        return True
+
     def interpreted(self, device: torch.device) -> bool:
         """True when kernels run in an interpreter: correct, but no timing claims."""
         return False

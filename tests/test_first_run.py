@@ -1,9 +1,12 @@
 """A first run's time: builds started with the run (Framework.warm) and what a failed one
 becomes, the CUDA build shared between the run's threads and processes, and the tuner's
 fast budget. No GPU needed: builds and timers are stand-ins."""
+import dataclasses
 import json
+import subprocess
 import threading
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -12,7 +15,7 @@ import torch
 from harness.run import plan as planning
 from harness import registry
 from harness.launch import tuner
-from harness.run.runner import CaseSpec
+from harness.run.runner import CaseSpec, Settings
 from impls._frameworks.cuda import build
 
 
@@ -354,3 +357,150 @@ def test_bootstrap_s_editable_install_prints_no_setuptools_warning_box(tmp_path)
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "Editable installation" not in proc.stdout + proc.stderr and "!!" not in proc.stderr, proc.stderr
+
+
+# --- held back while building; compiled ahead -------------------------------------------
+
+class _Recorder:
+    """A stand-in runner: the order cases run in, and whether the build was over for each."""
+
+    def __init__(self, building):
+        self.ran, self.building = [], building
+
+    def run(self, spec):
+        from harness.run.runner import base_record
+        self.ran.append((spec.impl, spec.shape, self.building()))
+        rec = base_record(spec, torch.device("cpu"), Settings(), {})
+        rec.status, rec.median_us = "ok", 1.0
+        return rec
+
+
+def _session(cases, building, runner):
+    from harness.run.session import Session
+    return Session(cases, 1, torch.device("cpu"), Settings(), lambda: runner, building=building)
+
+
+def test_a_case_whose_framework_still_builds_runs_once_the_build_is_over_not_before():
+    cases = [_case(i, s) for s in ((8, 64), (16, 64), (24, 64)) for i in ("eager", "cuda")]
+    done = {"after": 3}   # the build ends once three cases have run
+    runner = _Recorder(lambda: len(runner.ran) < done["after"])
+    session = _session(cases, lambda impl: impl == "cuda" and runner.building(), runner)
+    records = list(session.records(SimpleNamespace(case=lambda text: None)))
+    assert [(impl, shape) for impl, shape, _ in runner.ran] == [
+        ("eager", (8, 64)), ("eager", (16, 64)), ("eager", (24, 64)),
+        ("cuda", (8, 64)), ("cuda", (16, 64)), ("cuda", (24, 64))]
+    assert not any(building for impl, _, building in runner.ran if impl == "cuda")
+    assert sorted((r.impl, tuple(r.shape)) for r in records) == sorted((c.impl, c.shape) for c in cases)
+    assert all(r.status == "ok" for r in records)
+
+
+def test_a_build_that_never_ends_holds_its_cases_only_until_nothing_else_is_left():
+    cases = [_case(i, s) for s in ((8, 64), (16, 64)) for i in ("cuda", "eager")]
+    runner = _Recorder(lambda: True)
+    session = _session(cases, lambda impl: impl == "cuda", runner)
+    list(session.records(SimpleNamespace(case=lambda text: None)))
+    assert [(impl, shape) for impl, shape, _ in runner.ran] == [
+        ("eager", (8, 64)), ("eager", (16, 64)), ("cuda", (8, 64)), ("cuda", (16, 64))]
+
+
+def test_cases_held_back_when_a_sigint_lands_are_recorded_as_not_run():
+    from harness.records.record import NOT_RUN
+    cases = [_case(i, s) for s in ((8, 64), (16, 64)) for i in ("cuda", "eager")]
+
+    class Interrupted(_Recorder):
+        def run(self, spec):
+            if spec.shape == (16, 64):
+                raise KeyboardInterrupt
+            return super().run(spec)
+    runner = Interrupted(lambda: True)
+    session = _session(cases, lambda impl: impl == "cuda", runner)
+    records = list(session.records(SimpleNamespace(case=lambda text: None)))
+    assert session.interrupted
+    by_case = {(r.impl, tuple(r.shape)): r for r in records}
+    assert len(records) == 4 and by_case[("eager", (8, 64))].status == "ok"
+    assert by_case[("eager", (16, 64))].status == "error"
+    for shape in ((8, 64), (16, 64)):
+        assert (by_case[("cuda", shape)].status, by_case[("cuda", shape)].reason) == ("skipped", NOT_RUN)
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_the_side_process_is_stopped_exactly_while_a_case_is_timed(cpu_runner, monkeypatch):
+    from harness.run import ahead
+    side = subprocess.Popen(["sleep", "60"])
+    try:
+        seen = {"checks": set(), "timing": set()}
+        phase = {"now": "checks"}
+        real_time = type(cpu_runner.timer).time
+
+        def timed(self, launch, budget, nbytes):
+            phase["now"] = "timing"
+            try:
+                return real_time(self, launch, budget, nbytes)
+            finally:
+                phase["now"] = "after"
+
+        def bind(x, weight, eps, out):
+            def launch():
+                if phase["now"] in seen:
+                    seen[phase["now"]].add(_state(side.pid))
+                torch.mul(x, 1.0 / torch.sqrt((x.float() ** 2).mean(1, keepdim=True) + eps), out=out)
+                out.mul_(weight)
+            return launch
+        key = ("rmsnorm", "eager", "watched")
+        monkeypatch.setitem(registry._impls, key, registry.Impl(*key, bind))
+        monkeypatch.setattr(type(cpu_runner.timer), "time", timed)
+        monkeypatch.setattr(cpu_runner, "settings", dataclasses.replace(cpu_runner.settings, ahead_pid=side.pid))
+        rec = cpu_runner.run(CaseSpec(*key, "float32", (8, 64)))
+        assert rec.median_us is not None, rec.reason
+        assert seen["timing"] == {"T"} and "T" not in seen["checks"] and seen["checks"]
+        assert _state(side.pid) != "T"   # running again after
+    finally:
+        side.kill()
+        side.wait()
+
+
+def test_pausing_a_side_process_that_is_gone_costs_nothing():
+    from harness.run import ahead
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    with ahead.paused(gone.pid):
+        pass
+    with ahead.paused(0):
+        pass
+
+
+def test_ahead_binds_and_launches_every_input_set_and_the_batch_sizes_and_survives_a_failing_bind():
+    from harness.measure import checks
+    from harness.run import ahead
+    from harness.run.runner import start_frameworks
+    calls = []
+
+    def bind(x, weight, eps, out):
+        calls.append(tuple(x.shape))
+        if len(calls) == 4:   # the second input set's, after the first's and its batches of 1 and 5
+            raise RuntimeError("this input set does not bind")
+        return lambda: out.copy_(x)
+    key = ("rmsnorm", "counted", "-")
+    registry._impls[key] = registry.Impl(*key, bind)
+    try:
+        _, ops = start_frameworks(torch.device("cpu"), Settings())
+        op = ops["rmsnorm"]()
+        ahead.compile_case(CaseSpec(*key, "float32", (8, 64)), ops, Settings(), torch.device("cpu"))
+        sets = 1 + len(op.adversarial)
+        batch = checks.batch_sizes(8)
+        assert len(calls) == sets + len(batch)
+        assert calls[1:1 + len(batch)] == [(n, 64) for n in batch]   # after the first set's bind
+        ahead.compile_case(CaseSpec("rmsnorm", "no-such-impl", "-", "float32", (8, 64)), ops, Settings(),
+                           torch.device("cpu"))   # nothing to compile: no error either
+    finally:
+        del registry._impls[key]
+
+
+def test_no_side_process_off_a_gpu_or_for_frameworks_that_build_themselves():
+    from harness.run import ahead
+    cases = [_case("eager"), _case("cuda")]
+    assert ahead.start(cases, torch.device("cpu"), Settings(), skip=set()) is None
+    assert ahead.start([_case("cuda")], torch.device("cuda"), Settings(), skip={"cuda"}) is None

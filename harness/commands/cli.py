@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import secrets
@@ -22,6 +23,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import ValidationError as OmegaConfValidationError
 
+from harness.run import ahead
 from harness.run import device as devices
 from harness.run import plan as planning
 from harness.measure import provenance
@@ -74,11 +76,15 @@ def run(cfg: DictConfig) -> int:
         print(f"harness: HARNESS_CACHE: {problem}: nothing is kept there (the roof is "
               "measured again each run, builds that write there fail); set HARNESS_CACHE to a writable folder",
               file=sys.stderr)
-    planning.warm(the_plan, registry.frameworks())
+    frameworks = registry.frameworks()
+    warming = planning.warm(the_plan, frameworks)
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     invocation_id = uuid.uuid4().hex
     seed = given_seed if given_seed is not None else secrets.randbelow(2**31)
     settings = settings_from(cfg, invocation_id, seed)
+    side = ahead.start(the_plan.cases, device, settings, skip=warming)
+    if side is not None:
+        settings = dataclasses.replace(settings, ahead_pid=side.pid)
     jsonl = JsonlSink(out_dir / "results.jsonl")
     tracker = _tracker(cfg, jsonl.path, invocation_id)   # opens its store while the first cases run
 
@@ -91,12 +97,15 @@ def run(cfg: DictConfig) -> int:
               "provenance.cpu_threads", flush=True)
     if slow := planning.slow_on_cpu(the_plan):
         print(f"harness: sweep={the_plan.sweep} on {device}: {slow}", flush=True)
-    session = Session(the_plan.cases, processes, device, settings, lambda: _runner(cfg, device, settings))
+    session = Session(the_plan.cases, processes, device, settings, lambda: _runner(cfg, device, settings),
+                      building=lambda impl: impl in warming and not frameworks[impl].ready())
     try:
         with RunProgress(n) as bar:
             sinks = Sinks(jsonl, bar, *([tracker] if tracker is not None else []))
             for record in session.records(bar, halted=lambda: jsonl.error):
                 sinks.write(record)
+        if side is not None:
+            side.stop()
         return _conclude(cfg, session.done, session.interrupted, jsonl, tracker, out_dir)
     except KeyboardInterrupt:
         print(f"harness: interrupted (SIGINT) after the cases, as the table, report or MLflow run were written: "
@@ -104,6 +113,9 @@ def run(cfg: DictConfig) -> int:
         if tracker is not None:
             print(f"To complete MLflow:\n  {upload_command(jsonl.path, cfg.tracking.uri)}", file=sys.stderr)
         return INTERRUPTED_EXIT
+    finally:
+        if side is not None:
+            side.stop()
 
 
 def _tracker(cfg: DictConfig, results: Path, invocation_id: str) -> MlflowSink | None:

@@ -6,6 +6,11 @@ file refused a record (skipped, ``NOT_WRITTEN``). Cases run a cell at a time (``
 one case, or with ``processes`` > 1 the impls of one op, dtype and shape, interleaved over
 fresh workers (harness.run.processes).
 
+A case whose framework is still building in the background (Framework.warm; the CUDA
+extension's build takes about a minute on a fresh machine) is held back while other cases
+can run, and runs as soon as the build is over: its record comes later than the plan's
+order, and the run does not wait for a build while other cases are left.
+
 SIGINT is held from the first case to the last record (harness.run.interrupts) and released
 only while a case runs: there it is caught, the case keeps what it measured, and every
 case after it is recorded as not run. A record is never cut between its measurement and
@@ -32,9 +37,10 @@ class Session:
     ``records``: ``done``, every record in order, and ``interrupted``."""
 
     def __init__(self, cases: list[CaseSpec], processes: int, device, settings: Settings,
-                 make_runner: Callable[[], object]):
+                 make_runner: Callable[[], object], building: Callable[[str], bool] = lambda impl: False):
         self.cases, self.processes, self.device, self.settings = cases, processes, device, settings
         self.make_runner = make_runner
+        self.building = building   # impl -> whether its framework's background build is still going
         self.runner = None
         self.done: list[Record] = []
         self.interrupted = False
@@ -44,7 +50,7 @@ class Session:
         results file's error), or "". The runner is stopped after the last."""
         try:
             with SigintHold() as hold:
-                for cell in cells(self.cases, self.processes):
+                for cell in self._in_run_order(cells(self.cases, self.processes)):
                     why = halted()
                     measured = {} if self.interrupted or why else self._cell(cell, progress, hold)
                     for spec in cell:
@@ -52,6 +58,24 @@ class Session:
         except KeyboardInterrupt:   # one that waited for the loop's end: every record is kept
             self.interrupted = True
         self.interrupted = stop(self.runner, self.interrupted)
+
+    def _in_run_order(self, planned: list[list[CaseSpec]]) -> Iterator[list[CaseSpec]]:
+        """``planned``, except that a one-case cell whose framework is still building waits
+        until the build is over or no other cell is left (asked again before each cell)."""
+        held: list[list[CaseSpec]] = []
+        for cell in planned:
+            if held:
+                still = [self._building(c) for c in held]
+                yield from [c for c, b in zip(held, still) if not b]
+                held = [c for c, b in zip(held, still) if b]
+            if len(cell) == 1 and self._building(cell):
+                held.append(cell)
+            else:
+                yield cell
+        yield from held
+
+    def _building(self, cell: list[CaseSpec]) -> bool:
+        return not self.interrupted and any(not s.skip_reason and self.building(s.impl) for s in cell)
 
     def _cell(self, cell: list[CaseSpec], progress: RunProgress, hold: SigintHold) -> dict[int, Record]:
         runnable = [spec for spec in cell if not spec.skip_reason]

@@ -33,6 +33,10 @@ class Cuda(Framework):
         from impls._frameworks.cuda import build
         return build.start()
 
+    def ready(self):
+        from impls._frameworks.cuda import build
+        return build.started_is_over()
+
     def settings(self):
         from impls._frameworks.cuda import build
         loaded = build.loaded()   # the library this process runs, not the sources on disk now

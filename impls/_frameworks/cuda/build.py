@@ -191,10 +191,14 @@ def _compile(folder: Path, verbose: bool) -> None:
     (folder / DONE).write_text(f"{time.perf_counter() - started:.1f}\n")
 
 
+_started: threading.Thread | None = None
+
+
 def start() -> bool:
     """Build in a background thread of this process, unless a kept build exists: True when
     one was started. Its failure is left in the build folder for this run's binds (TOKEN_ENV
     is set here if it was not: the workers this process starts later inherit it)."""
+    global _started
     if kept(None):
         return False
     import uuid
@@ -203,8 +207,14 @@ def start() -> bool:
     def run():
         with contextlib.suppress(BuildError):
             build()
-    threading.Thread(target=run, name="cuda-build", daemon=True).start()
+    _started = threading.Thread(target=run, name="cuda-build", daemon=True)
+    _started.start()
     return True
+
+
+def started_is_over() -> bool:
+    """Whether the build ``start`` began has ended (built or failed); True where none began."""
+    return _started is None or not _started.is_alive()
 
 
 _loaded: Path | None = None
