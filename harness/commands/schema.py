@@ -151,7 +151,7 @@ def field_at(schema: type, dotted: str) -> tuple[dataclasses.Field, type | None]
         if node is None or not dataclasses.is_dataclass(node) or part not in fields_of(node):
             return None
         found = fields_of(node)[part]
-        found, node = (found, type_of(node, found))
+        node = type_of(node, found)
     return found, node
 
 

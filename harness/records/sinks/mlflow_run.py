@@ -1,7 +1,7 @@
 """MLflow's copy of a run's records, logged behind the cases by a thread of its own.
 
-Logging a record to a local sqlite store takes 40-70 ms on a GPU node, and opening a new
-store (MLflow's import, its tables) 5-12 s: done between cases, the GPU would idle that
+Logging a record to a local sqlite store takes tens of milliseconds, and opening a new
+store (MLflow's import, its tables) seconds: done between cases, the GPU would idle that
 long. So the thread opens the store as the run starts and logs each record while the next
 cases run; ``write`` only queues it. Every record is in the results file before it is
 queued, so MLflow can lose none: where the store cannot be opened, logging fails, or a
@@ -45,7 +45,6 @@ class MlflowSink:
         self.line = ""        # the one line a user is told of it, as it happens
         self.said = False
         self.cut = threading.Event()   # a SIGINT stopped the wait: the thread logs nothing more
-        self.closing = threading.Event()   # every record is queued; the run waits for the thread
         self.ended = threading.Event()     # the thread is done: the runs ended, or left to harness-upload
         self.queued = self.logged = 0
         self.finished = False          # the invocation run closed as its records tell it
@@ -70,7 +69,6 @@ class MlflowSink:
         with SigintHold() as hold:   # a SIGINT waits for the wait below, where it is caught
             self._close_args = (records, artifacts, interrupted, unwritten)
             self.queue.put(_CLOSE)
-            self.closing.set()
             try:
                 self._wait(hold, QUIET_WAIT_S)
                 if not self.ended.is_set():
