@@ -188,7 +188,7 @@ def test_the_key_check_names_what_it_refuses(argv, message):
     (["op=rmsnorm", "impl=trition"], 2, "unknown impl 'trition' (did you mean 'triton'?)"),
     (["op=rmsnorm", "dtype=fp64"], 2, "unknown dtype 'fp64'"),
     (["op=rmsnorm", "variant=atomic"], 2, "unknown variant 'atomic'"),
-    (["op=rmsnorm", "variant=tuned", "device=cpu"], 2, "not listed: the variants of cuda, cupy"),
+    (["op=rmsnorm", "variant=idiomatic", "device=cpu"], 2, "not listed: the variants of cuda, cupy"),
     (["op=rmsnorm", "sweep=huge"], 2, "unknown sweep 'huge'; valid: auto, default, full, smoke"),
     (["op=rmsnorm", "tracking=cloud"], 2, "unknown tracking 'cloud'"),
     (["op=rmsnorm", "tracking=local", "tracking.uri=garbage"], 2, "tracking.uri: 'garbage' is not an MLflow tracking URI"),

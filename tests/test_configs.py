@@ -56,7 +56,7 @@ def test_a_batch_in_a_range_takes_the_range_s_config_and_any_other_the_row_lengt
 
 def test_what_no_table_holds_takes_the_rule(tables):
     for kernel, cols, dtype in (("cuda rmsnorm tuned", 8192, torch.bfloat16), ("cuda rmsnorm tuned", 4096, torch.float16),
-                                ("numba rmsnorm -", 4096, torch.bfloat16)):
+                                ("numba rmsnorm tuned", 4096, torch.bfloat16)):
         assert configs.config_for(kernel, cols, dtype, 8, "gpu", RULE) == configs.Choice(RULE, "rule")
 
 

@@ -195,7 +195,7 @@ def test_harness_tune_writes_the_table_a_run_then_reads(tmp_path, monkeypatch, c
     assert tune.main(["op=rmsnorm", "impl=[triton,cuda]", "dtype=bf16", "shapes=[[64,4096]]", "sweep=smoke",
                       "write=true", f"out={tmp_path / 'tune.jsonl'}"]) == 0
     said = capsys.readouterr().out
-    assert "entries measured" in said and "triton rmsnorm - 4096 bfloat16: search" in said, said
+    assert "entries measured" in said and "triton rmsnorm tuned 4096 bfloat16: search" in said, said
     table = configs.table_for(torch.cuda.get_device_name())
     assert table is not None and table.path.parent == tmp_path
     configs._tables.clear()
@@ -203,10 +203,9 @@ def test_harness_tune_writes_the_table_a_run_then_reads(tmp_path, monkeypatch, c
     inputs = op.inputs((64, 4096), torch.bfloat16, "cuda", seed=3)
     for impl in ("triton", "cuda"):
         registry.load_impls("rmsnorm", [impl])
-        variant = "tuned" if impl == "cuda" else "-"
-        launch = registry.registered()[("rmsnorm", impl, variant)].bind(**inputs, out=op.make_output(inputs))
+        launch = registry.registered()[("rmsnorm", impl, "tuned")].bind(**inputs, out=op.make_output(inputs))
         assert launch.config["source"].startswith(f"table {tmp_path}"), launch.config
-        kernel = f"{impl} rmsnorm {variant}"
+        kernel = f"{impl} rmsnorm tuned"
         config, _ = table.lookup(kernel, 4096, "bfloat16", 64)
         assert {k: launch.config[k] for k in config} == config
 

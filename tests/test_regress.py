@@ -1,7 +1,7 @@
 """The regression rules on hand-made histories (the end-to-end nightly is tests/test_nightly.py)."""
 from harness.records.regress import Point, Thresholds, compare
 
-KEY = ("rmsnorm", "triton", "-", "bfloat16", "32768x4096", "NVIDIA H200")
+KEY = ("rmsnorm", "triton", "tuned", "bfloat16", "32768x4096", "NVIDIA H200")
 TH = Thresholds(min_effect=0.05, noise_k=2.0, min_abs_us=1.0, history=7)
 
 
@@ -78,7 +78,7 @@ def test_the_report_lists_regressions_first():
     text = rep.markdown("night", ["a note"])
     assert text.index("## Regressions (1)") < text.index("## Improvements") < text.index("## New cases") \
         < text.index("## Vanished cases")
-    assert "| slowdown | rmsnorm | triton | - | bfloat16 | 32768x4096 | NVIDIA H200 |" in text
+    assert "| slowdown | rmsnorm | triton | tuned | bfloat16 | 32768x4096 | NVIDIA H200 |" in text
 
 
 def test_a_framework_setting_makes_a_series_of_its_own():

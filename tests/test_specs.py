@@ -131,6 +131,22 @@ def test_every_impl_module_belongs_to_a_framework():
             assert name in frameworks, f"impls/{op}/{name}.py has no framework in impls/_frameworks/"
 
 
+def test_an_impl_with_a_naive_kernel_names_the_stage_of_each_other():
+    """One stage vocabulary across frameworks (naive, idiomatic, tuned): beside a naive kernel,
+    no kernel of the impl is ``-`` (an impl's only version), which would hide its stage.
+    Read from the source (@impl's variant): the CPU cannot import every framework's module."""
+    import ast
+    found = []
+    for path in sorted((CONF.parent / "impls").glob("*/*.py")):
+        calls = [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Call)
+                 and isinstance(n.func, ast.Name) and n.func.id == "impl"]
+        variants = [next((ast.literal_eval(k.value) if isinstance(k.value, ast.Constant) else "(computed)"
+                          for k in c.keywords if k.arg == "variant"), registry.NO_VARIANT) for c in calls]
+        if "naive" in variants and registry.NO_VARIANT in variants:
+            found.append(f"{path.relative_to(CONF.parent)}: {variants}")
+    assert not found, "\n".join(found)
+
+
 def test_variants_and_negative_controls_are_declared():
     assert OPS["layernorm"].negative_controls == ("unsafe",)
     for op, spec in OPS.items():

@@ -109,7 +109,7 @@ def test_the_checker_accepts_every_config_the_search_offers(monkeypatch, op, var
 def test_the_checker_refuses_what_the_kernel_cannot_take(monkeypatch):
     """A table older than the kernel (a switch it no longer has, a shape it no longer offers)
     or written by hand: the check names the problem, and harness.launch.configs runs the rule."""
-    a = asked(monkeypatch, "rmsnorm", "-", (2, 4096), torch.bfloat16)
+    a = asked(monkeypatch, "rmsnorm", "tuned", (2, 4096), torch.bfloat16)
     check, rule = a["check"], a["rule"]
     check(rule)
     looped = {**rule, "loop_block": 2048, "num_warps": 8}
@@ -141,20 +141,20 @@ def test_a_table_entry_the_checker_refuses_gives_way_to_the_rule(tmp_path, monke
     monkeypatch.setattr(configs, "gpu_name", lambda device: "NVIDIA H200")
     old = ("rows: 1, num_warps: 8, persistent: false, hints: plain, prefetch: false, early: false, ordered: false, "
            "loop_block: 0, maxnreg: 0")
-    (tmp_path / "h200.yaml").write_text(f"gpu: NVIDIA H200\nkernels:\n  triton rmsnorm -:\n"
+    (tmp_path / "h200.yaml").write_text(f"gpu: NVIDIA H200\nkernels:\n  triton rmsnorm tuned:\n"
                                         f"    4096 bfloat16: {{{old}}}\n")
     options = (*triton_rows.ROW_OPTIONS, "looped_early")
-    cfg = triton_rows.row_choice(("rmsnorm", "-"), 16, 4096, 4096, True, torch.bfloat16, CPU, None, None,
+    cfg = triton_rows.row_choice(("rmsnorm", "tuned"), 16, 4096, 4096, True, torch.bfloat16, CPU, None, None,
                                  options=options)
     assert cfg.pop("source").startswith("rule (the table's 4096 bfloat16 does not fit this kernel: its keys [")
-    assert cfg == triton_rows.rule("rmsnorm", "-", 4096, 4096, True, 2, options)
+    assert cfg == triton_rows.rule("rmsnorm", "tuned", 4096, 4096, True, 2, options)
 
 
 # --- each branch of rows.rule, at a case its docstring names ---------------------------------
 
 def test_rows_longer_than_max_on_chip_take_16_warps(monkeypatch):
     """65537 columns in 4096-column tiles (no options off chip): 16 warps, not Liger's 8."""
-    for op, variant in (("rmsnorm", "-"), ("layernorm", "welford"), ("softmax", "online")):
+    for op, variant in (("rmsnorm", "tuned"), ("layernorm", "welford"), ("softmax", "online")):
         assert rule_of(monkeypatch, op, variant, 65537, torch.bfloat16) == \
             dict(rows=1, num_warps=16, persistent=False, hints="plain")
 
@@ -166,13 +166,13 @@ def test_rmsnorm_and_the_chain_loop_over_rows_that_fill_a_block_of_4096_or_more(
     def looped(op, variant, cols, dtype):
         r = rule_of(monkeypatch, op, variant, cols, dtype)
         return r.get("loop_block"), r["num_warps"]
-    assert looped("rmsnorm", "-", 16384, torch.bfloat16) == (4096, 16)
-    assert looped("rmsnorm", "-", 8192, torch.float32) == (4096, 16)
-    assert looped("rmsnorm", "-", 4096, torch.bfloat16) == (2048, 8)
-    assert looped("rmsnorm", "-", 4096, torch.float32) == (2048, 16)
+    assert looped("rmsnorm", "tuned", 16384, torch.bfloat16) == (4096, 16)
+    assert looped("rmsnorm", "tuned", 8192, torch.float32) == (4096, 16)
+    assert looped("rmsnorm", "tuned", 4096, torch.bfloat16) == (2048, 8)
+    assert looped("rmsnorm", "tuned", 4096, torch.float32) == (2048, 16)
     assert looped("rmsnorm_silu_mul_add", "fused", 4096, torch.float16) == (2048, 8)
-    assert looped("rmsnorm", "-", 5000, torch.bfloat16)[0] == 0
-    assert looped("rmsnorm", "-", 2048, torch.bfloat16)[0] == 0
+    assert looped("rmsnorm", "tuned", 5000, torch.bfloat16)[0] == 0
+    assert looped("rmsnorm", "tuned", 2048, torch.bfloat16)[0] == 0
     assert looped("layernorm", "two_pass", 16384, torch.bfloat16)[0] == 0
 
 
@@ -183,7 +183,7 @@ def test_short_rows_share_a_tile(monkeypatch):
     def shape(op, variant, dtype):
         r = rule_of(monkeypatch, op, variant, 781, dtype)
         return r["rows"], r["num_warps"]
-    assert shape("rmsnorm", "-", torch.bfloat16) == (4, 4)
+    assert shape("rmsnorm", "tuned", torch.bfloat16) == (4, 4)
     assert shape("rmsnorm_silu_mul_add", "fused", torch.bfloat16) == (2, 4)
     assert shape("layernorm", "welford", torch.bfloat16) == (1, 1)
     assert shape("layernorm", "two_pass", torch.float32) == (4, 4)
@@ -212,7 +212,7 @@ def test_tiny_tiles_run_a_persistent_grid_prefetching_where_the_kernel_can(monke
     """RMSNorm fp32 3 columns (one program per tile ran 0.04-0.24, persistent and prefetching
     0.98-0.99): 4 rows of 4 a tile, persistent, prefetching; softmax has no PREFETCH; a tile
     of more than 128 elements is not persistent."""
-    assert rule_of(monkeypatch, "rmsnorm", "-", 3, torch.float32) == \
+    assert rule_of(monkeypatch, "rmsnorm", "tuned", 3, torch.float32) == \
         dict(rows=4, num_warps=1, persistent=True, hints="plain", prefetch=True, early=False, ordered=False,
              loop_block=0)
     assert rule_of(monkeypatch, "softmax", "on_chip", 128, torch.float32) == \

@@ -147,7 +147,7 @@ def _run_forced(cpu_runner, monkeypatch, op: str, variant: str, config: dict) ->
 
 
 @pytest.mark.parametrize("switches", SWITCHES, ids=lambda s: "-".join(f"{k}{int(v)}" for k, v in s.items()))
-@pytest.mark.parametrize("op,variant", [("rmsnorm", "-"), ("layernorm", "welford"), ("layernorm", "two_pass"),
+@pytest.mark.parametrize("op,variant", [("rmsnorm", "tuned"), ("layernorm", "welford"), ("layernorm", "two_pass"),
                                         ("rmsnorm_silu_mul_add", "fused")])
 def test_every_row_switch_matches_the_reference(cpu_runner, monkeypatch, op, variant, switches):
     for rec in _run_forced(cpu_runner, monkeypatch, op, variant, dict(num_warps=4, hints="plain", **switches)):

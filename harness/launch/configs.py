@@ -6,7 +6,7 @@ A table is ``conf/launch/<gpu>.yaml`` (``<gpu>``: the GPU's name as CUDA reports
 case, without "nvidia", other characters as '-': ``h100-80gb-hbm3``, ``h200``). It maps each
 kernel (its framework, op and variant) to one line per entry:
 
-    triton rmsnorm -:
+    triton rmsnorm tuned:
       4096 bfloat16: {rows: 1, num_warps: 8, ..., us: 176.4}
       4096 bfloat16 rows 1-181: {rows: 1, num_warps: 4, ...}
 

@@ -218,7 +218,7 @@ def build(cfg, device: torch.device) -> Plan:
     for v in ([] if take_all_variants else variant_names):
         if v not in known_variants:
             # The variants of an impl that cannot run here are not known (its module is not
-            # imported): say so, or variant=tuned on a CPU reads as a typo.
+            # imported): say so, or variant=idiomatic on a CPU reads as a typo.
             unlisted = "" if not not_loaded else (
                 f" (not listed: the variants of {', '.join(sorted(not_loaded))}, which cannot run on {device}; "
                 f"impl={','.join(sorted(not_loaded))} says why)")

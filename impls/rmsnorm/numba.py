@@ -83,11 +83,11 @@ def _kernel(whole_rows, kind):
 KERNELS = {(w, kind): _kernel(w, kind) for w in (True, False) for kind in KEEPS}
 
 
-@impl("rmsnorm", "numba")
+@impl("rmsnorm", "numba", variant="tuned")
 def bind(x, weight, eps, out):
     def make(config, args, rows):
         return launch(KERNELS, (), config, args, rows, (np.float32(eps),), "Numba rmsnorm")
-    return row_launcher(("rmsnorm",), "rmsnorm", (x, weight, out), scratch(x.shape[1], x.dtype, x.device, 1, 1), make,
+    return row_launcher(("rmsnorm", "tuned"), "rmsnorm tuned", (x, weight, out), scratch(x.shape[1], x.dtype, x.device, 1, 1), make,
                         cacheable=True)
 
 

@@ -2,7 +2,7 @@
 
 naive: the tutorial's form, a row per program in one block of next_power_of_2(cols): read
 x and g, write y, by a fixed launch rule (impls/_frameworks/triton/naive.py), rows up to
-32768. The tuned kernel (variant '-'), below:
+32768. The tuned kernel (variant tuned), below:
 
 Bytes: read x (R·H·s) and g (H·s), write y (R·H·s). A row of up to 32768 elements is
 loaded once into registers: the sum of squares and the scaling both come from there, so
@@ -141,7 +141,7 @@ def rmsnorm_launcher(x, weight, eps, out):
         xs = torch.randn(n_rows, cols, device=x.device).to(x.dtype)
         return xs, weight, torch.empty_like(xs)
 
-    cfg = row_choice(("rmsnorm", "-"), rows, cols, block, on_chip, x.dtype, x.device, scratch, bind,
+    cfg = row_choice(("rmsnorm", "tuned"), rows, cols, block, on_chip, x.dtype, x.device, scratch, bind,
                      options=OPTIONS if on_chip else ())
     return configured(bind(cfg, (x, weight, out), rows), row_config(cfg, block, on_chip))
 
@@ -151,6 +151,6 @@ def bind_naive(x, weight, eps, out):
     return row_per_program(_rmsnorm_naive, "rmsnorm", x, out, weight, out, x.shape[1], eps)
 
 
-@impl("rmsnorm", "triton")
+@impl("rmsnorm", "triton", variant="tuned")
 def bind(x, weight, eps, out):
     return rmsnorm_launcher(x, weight, eps, out)

@@ -208,8 +208,8 @@ def row_launcher(key: tuple, label: str, inputs: tuple, scratch, bind, cacheable
         return rowsearch.RowSpace(label=f"Numba {label} for {cols}-column rows ({str(x.dtype).replace('torch.', '')})",
                               cols=cols, shapes=space, scratch=scratch, bind=bind, row_bytes=cols * x.element_size(),
                               neutral=NEUTRAL, device=x.device, unrunnable=(TooManyThreads,))
-    kernel = " ".join(("numba", *key, *(("-",) if len(key) == 1 else ())))
-    rule_config = rule((key[0], key[1] if len(key) > 1 else "-"), cols, x.element_size(), cacheable, keeps)
+    kernel = " ".join(("numba", *key))
+    rule_config = rule(key, cols, x.element_size(), cacheable, keeps)
     choice = tables.config_for(kernel, cols, x.dtype, rows, x.device, rule_config, check, search_space)
     return configured(bind(choice.config, inputs, rows),
                       {**choice.config, "whole": whole(inputs, cols), "source": choice.source})
