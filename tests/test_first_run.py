@@ -427,9 +427,8 @@ def _state(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
-def test_the_side_process_is_stopped_exactly_while_a_case_is_timed(cpu_runner, monkeypatch):
-    from harness.run import ahead
-    side = subprocess.Popen(["sleep", "60"])
+def test_the_side_processes_are_stopped_exactly_while_a_case_is_timed(cpu_runner, monkeypatch):
+    sides = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
     try:
         seen = {"checks": set(), "timing": set()}
         phase = {"now": "checks"}
@@ -445,30 +444,32 @@ def test_the_side_process_is_stopped_exactly_while_a_case_is_timed(cpu_runner, m
         def bind(x, weight, eps, out):
             def launch():
                 if phase["now"] in seen:
-                    seen[phase["now"]].add(_state(side.pid))
+                    seen[phase["now"]].update(_state(p.pid) for p in sides)
                 torch.mul(x, 1.0 / torch.sqrt((x.float() ** 2).mean(1, keepdim=True) + eps), out=out)
                 out.mul_(weight)
             return launch
         key = ("rmsnorm", "eager", "watched")
         monkeypatch.setitem(registry._impls, key, registry.Impl(*key, bind))
         monkeypatch.setattr(type(cpu_runner.timer), "time", timed)
-        monkeypatch.setattr(cpu_runner, "settings", dataclasses.replace(cpu_runner.settings, ahead_pid=side.pid))
+        monkeypatch.setattr(cpu_runner, "settings",
+                            dataclasses.replace(cpu_runner.settings, ahead_pids=tuple(p.pid for p in sides)))
         rec = cpu_runner.run(CaseSpec(*key, "float32", (8, 64)))
         assert rec.median_us is not None, rec.reason
         assert seen["timing"] == {"T"} and "T" not in seen["checks"] and seen["checks"]
-        assert _state(side.pid) != "T"   # running again after
+        assert all(_state(p.pid) != "T" for p in sides)   # running again after
     finally:
-        side.kill()
-        side.wait()
+        for p in sides:
+            p.kill()
+            p.wait()
 
 
-def test_pausing_a_side_process_that_is_gone_costs_nothing():
+def test_pausing_side_processes_that_are_gone_costs_nothing():
     from harness.run import ahead
     gone = subprocess.Popen(["true"])
     gone.wait()
-    with ahead.paused(gone.pid):
+    with ahead.paused((gone.pid,)):
         pass
-    with ahead.paused(0):
+    with ahead.paused(()):
         pass
 
 
@@ -504,3 +505,16 @@ def test_no_side_process_off_a_gpu_or_for_frameworks_that_build_themselves():
     cases = [_case("eager"), _case("cuda")]
     assert ahead.start(cases, torch.device("cpu"), Settings(), skip=set()) is None
     assert ahead.start([_case("cuda")], torch.device("cuda"), Settings(), skip={"cuda"}) is None
+
+
+def test_a_side_process_per_framework_each_with_its_own_cases_all_killed_at_the_end():
+    from harness.run import ahead
+    cases = [_case("eager", (8, 64)), _case("triton", (8, 64)), _case("eager", (16, 64))]
+    side = ahead.Ahead(cases, torch.device("cpu"), Settings())
+    try:
+        assert [p.name for p in side.procs] == ["harness-ahead-eager", "harness-ahead-triton"]
+        assert len(set(side.pids)) == 2 and all(p.is_alive() for p in side.procs)
+    finally:
+        side.stop()
+        side.stop()   # once only: the second finds them gone
+    assert all(p.exitcode is not None for p in side.procs)

@@ -84,7 +84,7 @@ def run(cfg: DictConfig) -> int:
     settings = settings_from(cfg, invocation_id, seed)
     side = ahead.start(the_plan.cases, device, settings, skip=warming)
     if side is not None:
-        settings = dataclasses.replace(settings, ahead_pid=side.pid)
+        settings = dataclasses.replace(settings, ahead_pids=side.pids)
     jsonl = JsonlSink(out_dir / "results.jsonl")
     tracker = _tracker(cfg, jsonl.path, invocation_id)   # opens its store while the first cases run
 

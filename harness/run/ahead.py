@@ -1,5 +1,5 @@
-"""Compiling ahead: on a GPU, a side process runs each runnable case's binds and first
-launches, in the plan's order, ahead of the worker, so that the worker finds each
+"""Compiling ahead: on a GPU, a side process per framework runs each of its runnable cases'
+binds and first launches, in the plan's order, ahead of the worker, so that the worker finds each
 framework's kernels in its disk cache (Triton's, Numba's, CuPy's, Inductor's) instead of
 compiling them between its cases. On a fresh H100, first compiles were 51 of rmsnorm's 141
 seconds; the side process compiles on other cores while the worker checks and times.
@@ -10,7 +10,7 @@ nothing; an error there is the worker's to meet and report. Its GPU work is smal
 and their inputs, and it is stopped (SIGSTOP) whenever the worker times (``paused``): a
 launch it had queued then is at most one case's, well inside the timer's 25 ms warm-up.
 
-The process lives until the run ends it (``Ahead.stop``), also once its list is done, so
+A process lives until the run ends it (``Ahead.stop``), also once its list is done, so
 that its process id names it for as long as a worker may stop it. Frameworks that build in
 the background themselves (Framework.warm) are left out.
 """
@@ -33,27 +33,36 @@ if TYPE_CHECKING:   # the runner imports this module (paused)
 
 
 class Ahead:
-    """The side process; ``pid`` for the workers' ``paused``."""
+    """The side processes, one per framework; ``pids`` for the workers' ``paused``."""
 
     def __init__(self, cases: list[CaseSpec], device: torch.device, settings: Settings):
         ctx = mp.get_context("spawn")
-        self._conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child, cases, str(device), settings), daemon=True,
-                                name="harness-ahead")
-        self.proc.start()
-        child.close()
-        self.pid = self.proc.pid
+        by_impl: dict[str, list] = {}
+        for case in cases:
+            by_impl.setdefault(case.impl, []).append(case)
+        self.procs, self._conns = [], []
+        for impl, mine in by_impl.items():
+            conn, child = ctx.Pipe()
+            proc = ctx.Process(target=_serve, args=(child, mine, str(device), settings), daemon=True,
+                               name=f"harness-ahead-{impl}")
+            proc.start()
+            child.close()
+            self.procs.append(proc)
+            self._conns.append(conn)
+        self.pids = tuple(p.pid for p in self.procs)
 
     def stop(self) -> None:
-        """Kill it (once: its id may name another process after)."""
-        if self.proc.exitcode is None:
-            self.proc.kill()
-            self.proc.join(timeout=10)
+        """Kill them (once: an id may name another process after)."""
+        for proc in self.procs:
+            if proc.exitcode is None:
+                proc.kill()
+                proc.join(timeout=10)
 
 
 def start(cases: list[CaseSpec], device: torch.device, settings: Settings, skip: set[str]) -> Ahead | None:
-    """The side process for ``cases`` less the impls in ``skip``; None off a GPU (the CPU's
-    cores are the cases' own) or where nothing is left."""
+    """The side processes for ``cases`` less the impls in ``skip``, one per impl (a framework's
+    imports and compiles then wait for no other's: Liger's import alone took 15 s); None off a
+    GPU (the CPU's cores are the cases' own) or where nothing is left."""
     left = [c for c in cases if not c.skip_reason and c.impl not in skip]
     if device.type != "cuda" or not left:
         return None
@@ -61,20 +70,21 @@ def start(cases: list[CaseSpec], device: torch.device, settings: Settings, skip:
 
 
 @contextlib.contextmanager
-def paused(pid: int):
-    """The side process ``pid`` stopped for the block (0: none)."""
-    if not pid:
-        yield
-        return
-    try:
-        os.kill(pid, signal.SIGSTOP)
+def paused(pids: tuple[int, ...]):
+    """The side processes ``pids`` stopped for the block (none: nothing to stop)."""
+    stopped = []
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
+        except OSError:   # gone (killed with the run): nothing to stop
+            pass
+    for pid in stopped:
         _until_stopped(pid)
-    except OSError:   # gone (killed with the run): nothing to stop
-        pid = 0
     try:
         yield
     finally:
-        if pid:
+        for pid in stopped:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGCONT)
 
@@ -94,8 +104,9 @@ def _until_stopped(pid: int, limit_s: float = 1.0) -> None:
 def _serve(conn, cases: list[CaseSpec], device: str, settings: Settings) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the run's to handle; it ends this process
     _die_with_parent()
-    with contextlib.suppress(OSError):
-        os.nice(10)   # the worker's host code comes first where the cores are few
+    # Inductor compiles in this process: a pool of a process per core in each side process
+    # would fight the worker and the other frameworks' compiles for the cores.
+    os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)   # the worker says what fails; this process's words would be twice

@@ -61,8 +61,8 @@ class Settings:
     # Each framework's settings, the run's ``frameworks.<name>.*`` as plain values: every
     # process that runs cases hands them to its frameworks (Framework.configure) as it starts.
     frameworks: dict = field(default_factory=dict, hash=False)
-    # The process compiling ahead (harness.run.ahead), stopped while a case is timed; 0: none.
-    ahead_pid: int = 0
+    # The processes compiling ahead (harness.run.ahead), stopped while a case is timed.
+    ahead_pids: tuple = ()
 
 
 def base_record(spec: CaseSpec, device, settings: Settings, provenance: dict) -> Record:
@@ -161,7 +161,7 @@ class Runner:
         self.roof, self.roof_error = None, ""
         try:
             nbytes = settings.roof_bytes if device.type == "cuda" else settings.roof_bytes // 4
-            with ahead.paused(settings.ahead_pid):
+            with ahead.paused(settings.ahead_pids):
                 self.roof = roofline.get(device, self.timer, self.provenance, nbytes,
                                          settings.roof_max_age_s, settings.roof_cache, settings.budget)
         except Exception as e:  # noqa: BLE001 - no roof means no %-of-roof, not no results
@@ -363,7 +363,7 @@ class Runner:
 
     def _time(self, rec: Record, launch, interpreted: bool):
         timer = self.interp_timer if interpreted else self.timer
-        with ahead.paused(self.settings.ahead_pid):
+        with ahead.paused(self.settings.ahead_pids):
             t = timer.time(launch, self.settings.budget, rec.bytes)
         rec.timer, rec.samples, rec.spread = t.timer, t.samples, t.spread
         rec.median_us, rec.p10_us, rec.p90_us = t.median_us, t.p10_us, t.p90_us
