@@ -91,8 +91,8 @@ def test_a_series_setting_keeps_its_own_case(tmp_path):
     does not replace the other."""
     out = tmp_path / "results"
     f = results_file(tmp_path / "a.jsonl", [
-        case("torch_compile", (16, 4096), 40.0, role="peer", impl_config={"shapes": "dynamic_rows"}),
-        case("torch_compile", (16, 4096), 45.0, role="peer", impl_config={"shapes": "static"},
+        case("torch_compile", (16, 4096), 40.0, role="peer"),
+        case("torch_compile", (16, 4096), 45.0, role="peer", series="torch_compile[static]",
              when="2026-12-02T10:00:00+00:00")])
     assert results.main([str(f), "--dir", str(out)]) == 0
     assert sorted(r["gbps"] for r in saved(out)) == [40.0, 45.0]
