@@ -144,6 +144,9 @@ class Framework:
     # fields carry harness.commands.schema.key metadata (the doc --help shows). The run checks them
     # against it and hands them to every process that runs cases (``configure``).
     settings_schema: ClassVar[type | None] = None
+    # Its settings whose other values make a series of their own (a record's ``series``): a
+    # kernel compiled another way is another impl, never a point of the default's history.
+    series_settings: ClassVar[tuple[str, ...]] = ()
     # The distributions whose versions a record's provenance names (the first installed of
     # alternatives is the one found).
     packages: ClassVar[tuple[str, ...]] = ()
@@ -164,6 +167,18 @@ class Framework:
         if self.settings_schema is not None:
             from omegaconf import OmegaConf
             self.config = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(self.settings_schema), values))
+
+    def series(self, values: dict) -> str:
+        """The series of this framework's records under ``values`` (the run's
+        ``frameworks.<name>``, plain values): its name, then ``[value]`` for each series
+        setting not at its default (``name[static]``)."""
+        if not self.series_settings:
+            return self.name
+        from omegaconf import OmegaConf
+        schema = OmegaConf.structured(self.settings_schema)
+        default = OmegaConf.to_container(schema, enum_to_str=True)
+        given = OmegaConf.to_container(OmegaConf.merge(schema, values), enum_to_str=True)
+        return self.name + "".join(f"[{given[k]}]" for k in self.series_settings if given[k] != default[k])
 
     def prepare(self, device: torch.device) -> None:
         """Environment set before the impl modules are imported (e.g. an interpreter flag)."""
@@ -299,6 +314,12 @@ def role_of(framework: str) -> str:
     """A framework's role (``ours`` or ``peer``); ``peer`` for one not known here."""
     found = Framework._registry.get(framework) or frameworks().get(framework)
     return found.role if found is not None else PEER
+
+
+def series_of(framework: str, settings: dict[str, dict]) -> str:
+    """A framework's series under the run's ``frameworks`` settings; its name for one not known here."""
+    found = Framework._registry.get(framework) or frameworks().get(framework)
+    return found.series(settings.get(framework) or {}) if found is not None else framework
 
 
 def impl_modules(op: str) -> list[str]:

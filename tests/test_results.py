@@ -91,8 +91,8 @@ def test_a_series_setting_keeps_its_own_case(tmp_path):
     does not replace the other."""
     out = tmp_path / "results"
     f = results_file(tmp_path / "a.jsonl", [
-        case("torch_compile", (16, 4096), 40.0, role="peer", impl_config={"shapes": "dynamic_rows"}),
-        case("torch_compile", (16, 4096), 45.0, role="peer", impl_config={"shapes": "static"},
+        case("torch_compile", (16, 4096), 40.0, role="peer"),
+        case("torch_compile", (16, 4096), 45.0, role="peer", series="torch_compile[static]",
              when="2026-12-02T10:00:00+00:00")])
     assert results.main([str(f), "--dir", str(out)]) == 0
     assert sorted(r["gbps"] for r in saved(out)) == [40.0, 45.0]
@@ -304,6 +304,17 @@ def test_a_damaged_record_is_named_by_line_and_field_and_every_reader_reads_the_
     assert results.main(["summary", str(damaged)]) == 0
     out, err = capsys.readouterr()
     assert said_in(err) and "| rmsnorm | bfloat16 | 16x4096 | triton 50 GB/s |" in out
+
+
+def test_a_record_without_its_series_is_read_as_its_impl_s_and_said_so(tmp_path, capsys):
+    """A line older than the field: the readers import no framework to ask which series its
+    settings made, so it is read as the impl's series, with a warning naming the line."""
+    row = case("torch_compile", (16, 4096), 45.0, role="peer", impl_config={"shapes": "static"}).as_dict()
+    del row["series"]
+    old = tmp_path / "old.jsonl"
+    old.write_text(json.dumps(row) + "\n")
+    assert [r.series for r in reader.read(old)[0]] == ["torch_compile"]
+    assert f"{old}, line 1: no series: read as its impl's" in capsys.readouterr().err
 
 
 def test_a_page_s_own_data_with_a_damaged_record_is_refused_not_rewritten_without_it(tmp_path, capsys):

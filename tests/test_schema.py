@@ -12,7 +12,7 @@ from harness.run import plan
 
 from harness import registry
 from harness.errors import ConfigError
-from harness.run.runner import CaseSpec, Runner, Settings
+from harness.run.runner import CaseSpec, Runner, Settings, base_record
 
 
 def test_help_lists_every_key_of_the_schema_with_its_doc():
@@ -55,6 +55,18 @@ def test_a_framework_setting_reaches_the_case_in_the_start_message_not_the_envir
         if isolate:
             runner.stop()
     assert rec.status == "ok", rec.reason
-    assert rec.impl_config["mode"] == "marked_mode_value"
+    assert rec.impl_config["mode"] == "marked_mode_value" and rec.series == "configured[marked_mode_value]"
     assert rec.impl_config["in_environment"] is False
     assert (rec.impl_config["pid"] != os.getpid()) == isolate
+
+
+def test_a_series_setting_names_the_series_of_every_record_and_its_default_none(configured):
+    """Records of a framework at a series setting's other value are a series of their own,
+    also those of cases that did not run (the record a case starts from, base_record); at the
+    setting's default, the impl's."""
+    def series(frameworks, skip=None):
+        spec = CaseSpec("copy", "configured", "-", "float32", (64,), skip_reason=skip)
+        return base_record(spec, "cpu", Settings(frameworks=frameworks), {}).series
+    marked = {"configured": {"mode": "marked_mode_value"}}
+    assert series(marked) == series(marked, skip="not here") == "configured[marked_mode_value]"
+    assert series({}) == series({"configured": {"mode": "plain"}}) == "configured"

@@ -107,7 +107,7 @@ def test_mlflow_layout_in_a_real_sqlite_store(tmp_path):
     client, cases = mlflow_runs(uri, "case")
     assert len(cases) == 4
     big = next(c for c in cases if c.data.params["shape"] == "32768x4096")
-    assert big.data.params["impl"] == "triton" and big.data.params["rows"] == "32768"
+    assert big.data.params["impl"] == big.data.params["series"] == "triton" and big.data.params["rows"] == "32768"
     # what ran, and where its config came from, next to the numbers in the UI
     assert big.data.params["config.rows"] == "2" and big.data.params["config.num_warps"] == "8"
     assert big.data.params["config.source"] == "table conf/launch/h200.yaml@0123"

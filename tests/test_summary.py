@@ -13,7 +13,7 @@ COMMAND = [sys.executable, "-c", "import sys; from harness import entry; sys.exi
 
 def rec(impl, gbps, variant="-", status="ok", shape=(16, 4096), dtype="bfloat16", ts="2026-11-29T10:00:00",
         **extra):
-    return {"op": "rmsnorm", "impl": impl, "variant": variant, "dtype": dtype, "shape": list(shape),
+    return {"op": "rmsnorm", "impl": impl, "variant": variant, "dtype": dtype, "shape": list(shape), "series": impl,
             "record_id": uuid.uuid4().hex, "role": "ours" if impl in OURS else "peer",
             "bytes": shape[0] * shape[1] * 4, "gbps": gbps, "pct_roof": gbps and gbps / 43, "status": status,
             "timestamp": ts, "impl_config": {}, "provenance": {"gpu_uuid": "GPU-a"}, **extra}

@@ -318,6 +318,23 @@ def test_no_module_under_harness_imports_a_framework():
     assert not found, "\n".join(found)
 
 
+def test_no_code_under_harness_names_a_framework():
+    """What sets a framework apart (its settings, the series they make) it declares itself
+    (registry.Framework): no string in harness/'s code is a framework's name (cuda: a device
+    type too), and its text names none whose name is no word (torch_compile) at all."""
+    from harness import registry
+    names = {name for name, fw in registry.frameworks().items()   # the tests' plugins are no product's
+             if type(fw).__module__.startswith(registry.IMPLS_PACKAGE + ".")} - {"cuda"}
+    harness = Path(__file__).resolve().parent.parent / "harness"
+    found = []
+    for path in sorted(harness.rglob("*.py")):
+        text, where = path.read_text(), path.relative_to(harness.parent)
+        found += [f"{where}:{node.lineno} names {node.value!r}" for node in ast.walk(ast.parse(text, str(path)))
+                  if isinstance(node, ast.Constant) and node.value in names]
+        found += [f"{where} mentions {name}" for name in sorted(names) if "_" in name and name in text]
+    assert not found, "\n".join(found)
+
+
 def test_a_cpu_roof_is_kept_for_the_thread_count_it_was_measured_on():
     """A CPU case runs on harness.run.runner.CPU_THREADS threads: a roof a run on more threads kept
     is another machine's roof."""

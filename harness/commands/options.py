@@ -20,7 +20,7 @@ LIST_KEYS = ("op", "impl", "variant", "dtype")   # op: a list selects several co
 
 
 def normalize_argv(argv: list[str]) -> list[str]:
-    """Without -m, ``impl=eager,torch_compile`` means the list [eager,torch_compile] (Hydra
+    """Without -m, ``impl=eager,triton`` means the list [eager,triton] (Hydra
     would refuse it as ambiguous). With -m, commas keep their Hydra meaning: a sweep."""
     if any(a in ("-m", "--multirun") for a in argv):
         return argv

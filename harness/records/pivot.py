@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.records.record import Record, by_size, impl_label, series_label
+from harness.records.record import Record, by_size, impl_label
 from harness.records.sinks import console
 
 
 def label(r: Record) -> str:
-    """The impl as tables and plots name it: ``torch_compile[static]``, ``triton/two_pass``."""
-    return impl_label(series_label(r.impl, r.impl_config), r.variant)
+    """The impl as tables and plots name it, its series and variant: ``impl[value]/variant``."""
+    return impl_label(r.series, r.variant)
 
 
 def size(r: Record) -> tuple:

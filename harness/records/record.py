@@ -26,6 +26,9 @@ class Record:
     variant: str
     dtype: str
     shape: list[int]
+    # the impl, then [value] for each setting of its framework that makes a series of its own
+    # and is not at its default (registry.Framework.series_settings): ``impl[value]``
+    series: str = ""
     device: str = ""
     status: str = "error"            # one of STATUSES
     reason: str = ""
@@ -101,6 +104,9 @@ class Record:
     record_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     timestamp: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat())
 
+    def __post_init__(self):
+        self.series = self.series or self.impl   # none given (a line older than the field): the default's
+
     def derive_rates(self) -> None:
         """GB/s and the % of roof and peak, from the times and the roofs this record holds
         (the runner sets those; a merge of process runs sets new times). An interpreter's
@@ -134,7 +140,7 @@ class Record:
 
     @property
     def series_key(self) -> tuple[str, str, str, str]:
-        return (self.op, series_label(self.impl, self.impl_config), self.variant, self.dtype)
+        return (self.op, self.series, self.variant, self.dtype)
 
     @property
     def case_key(self) -> tuple[str, str, str, str, str]:
@@ -175,13 +181,6 @@ def latest(records: list[Record]) -> list[Record]:
     return list(found.values())
 
 
-# Framework settings whose other values make a series of their own: torch.compile compiled
-# per shape is not the peer compiled once per row length, so a nightly that switches
-# modes must not compare the two as one case's history, nor a summary rank them as one.
-# Only non-default values show (runs from before a setting existed ran its default).
-SERIES_SETTINGS = {"torch_compile": {"shapes": "dynamic_rows"}}
-
-
 def case_label(op: str, impl: str, variant: str, dtype: str, shape) -> str:
     """A case as a log line names it, before it runs (a CaseSpec) or after (a Record)."""
     return f"{op} {impl_label(impl, variant)} {dtype} {'x'.join(str(n) for n in shape)}"
@@ -197,11 +196,3 @@ def impl_label(impl: str, variant: str) -> str:
     """The impl as tables and logs name it: ``triton/two_pass``, or ``eager`` (no variant)."""
     return impl if variant == "-" else f"{impl}/{variant}"
 
-
-def series_label(impl: str, impl_config: dict | None) -> str:
-    """``impl``, plus ``[value]`` for each series setting not at its default, e.g.
-    ``torch_compile[static]``."""
-    config = impl_config or {}
-    marks = [str(config[k]) for k, default in SERIES_SETTINGS.get(impl, {}).items()
-             if k in config and str(config[k]) != default]
-    return impl + "".join(f"[{m}]" for m in marks)

@@ -1,8 +1,8 @@
 """Regression detection: this night's records against each case's history.
 
-A case is the key (op, impl, variant, dtype, shape, GPU model), the impl labelled with any
-framework setting that makes a series of its own (``torch_compile[static]``, see
-record.series_label). Against the key's history
+A case is the key (op, series, variant, dtype, shape, GPU model): the series is the impl,
+labelled with any framework setting that makes a series of its own (record.Record.series).
+Against the key's history
 (its last ``history`` nights on the tracking server, or one pinned baseline night):
 
   slowdown     median time above the history's median by more than the threshold
@@ -26,7 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from harness.records.reader import gpu_model
-from harness.records.record import Record, series_label
+from harness.records.record import Record
 from harness.records.sinks.mlflow import search_all
 
 BROKEN = ("invalid", "error", "crash", "timeout", "oom")
@@ -72,12 +72,12 @@ class Point:
         return (self.p90_us - self.p10_us) / self.median_us
 
 
-def key_of(op, impl, variant, dtype, shape, gpu) -> tuple:
-    return (op, impl, variant, dtype, shape, gpu or "cpu")
+def key_of(op, series, variant, dtype, shape, gpu) -> tuple:
+    return (op, series, variant, dtype, shape, gpu or "cpu")
 
 
 def point_from_record(r: Record, when_ms: int = 0) -> Point:
-    return Point(key_of(r.op, series_label(r.impl, r.impl_config), r.variant, r.dtype, r.shape_str, gpu_model(r)),
+    return Point(key_of(r.op, r.series, r.variant, r.dtype, r.shape_str, gpu_model(r)),
                  when_ms, r.status, r.passed,
                  r.deterministic, r.median_us, r.p10_us, r.p90_us, r.negative_control, r.reason, r.record_id,
                  r.timer)
@@ -190,8 +190,8 @@ def _timing(p: Point, past: list[Point], th: Thresholds, rep: Report) -> None:
 def point_from_run(run) -> Point | None:
     prm, met, tags = run.data.params, run.data.metrics, run.data.tags
     try:
-        config = {k[len("config."):]: v for k, v in prm.items() if k.startswith("config.")}
-        key = key_of(prm["op"], series_label(prm["impl"], config), prm["variant"], prm["dtype"], prm["shape"],
+        # a run logged before the records carried their series: its impl's default series
+        key = key_of(prm["op"], prm.get("series", prm["impl"]), prm["variant"], prm["dtype"], prm["shape"],
                      tags.get("gpu"))
     except KeyError:
         return None

@@ -100,7 +100,7 @@ def slug(gpu: str) -> str:
 
 def order(r: Record) -> tuple:
     """The JSONL's order: op, dtype, shape by size, impl, variant (and the series, which
-    tells torch_compile[static] from torch_compile)."""
+    tells an impl at a series setting's other value from the impl at its default)."""
     return (r.op, r.dtype, *pivot.size(r), r.impl, r.variant, pivot.label(r))
 
 

@@ -27,7 +27,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from harness.records.reader import gpu_card, on_cpu, read
-from harness.records.record import Record, by_size, impl_label, measured_something, series_label
+from harness.records.record import Record, by_size, impl_label, measured_something
 from harness.records.sinks import jsonl
 
 PROG = "harness-results summary"
@@ -117,7 +117,7 @@ def load(records: list[Record], min_bytes: int, max_bytes: int | None, same_gpu:
         if ours_only is not None and r.role == "ours" and r.impl not in ours_only:
             seen["of ours outside --ours"] += 1
             continue
-        label = impl_label(series_label(r.impl, r.impl_config), r.variant)   # e.g. torch_compile[static]
+        label = impl_label(r.series, r.variant)
         gpu = gpu_card(r) if same_gpu else ANY_GPU
         if gpu is None:
             seen["naming no GPU (--same-gpu)"] += 1

@@ -41,6 +41,7 @@ def shapes() -> str:
 class TorchCompile(Framework):
     name = "torch_compile"
     settings_schema = TorchCompileSettings
+    series_settings = ("shapes",)   # compiled per shape it is another peer than per row length
 
     def settings(self):
         return {"shapes": shapes()}

@@ -1,5 +1,6 @@
-"""A framework with a setting of its own (``frameworks.configured.mode``), whose record says
-the mode it ran with and whether the mode's value was anywhere in its process's environment."""
+"""A framework with a setting of its own (``frameworks.configured.mode``), one that makes a
+series of its own, whose record says the mode it ran with and whether the mode's value was
+anywhere in its process's environment."""
 import enum
 import os
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ class ConfiguredSettings:
 class Configured(Framework):
     name = "configured"
     settings_schema = ConfiguredSettings
+    series_settings = ("mode",)
 
     def settings(self):
         return {"mode": self.config.mode.value, "pid": os.getpid(),

@@ -3,10 +3,10 @@
     invocation run   one per `harness ...` call (under tracking.parent_run_id if set), named by
                      what ran where (``rmsnorm · cuda, triton · NVIDIA H200``): the console's
                      counts, report.html (impl x shape: the address the run prints opens it), plots
-      series run     one per (op, impl, variant, dtype), the impl labelled with a non-default
-                     setting (``torch_compile[static]``): ``gbps`` (row ops: ``gbps_C<cols>``) with
+      series run     one per (op, series, variant, dtype), the series the impl labelled with a
+                     non-default setting (``impl[value]``): ``gbps`` (row ops: ``gbps_C<cols>``) with
                      step = compulsory bytes, a chart of GB/s against size, a line per impl
-        case run     one per record: params op/impl/variant/dtype/shape, config.<key> (and its
+        case run     one per record: params op/impl/series/variant/dtype/shape, config.<key> (and its
                      source); metrics gbps, pct_roof, median_us, errors...; tags status, gpu, record_id
 
 Uploading is idempotent: runs carry their record's or series' key, a series point is logged
@@ -352,7 +352,7 @@ class MlflowLogger:
             return False
         series_id = self._series_run(r)
         ts, prov = _ms(r.timestamp), r.provenance or {}
-        params = {"op": r.op, "impl": r.impl, "variant": r.variant, "dtype": r.dtype,
+        params = {"op": r.op, "impl": r.impl, "series": r.series, "variant": r.variant, "dtype": r.dtype,
                   "shape": r.shape_str, "device": r.device, "seed": r.seed,
                   "bytes_read": r.bytes_read, "bytes_written": r.bytes_written,
                   **{f"op.{k}": v for k, v in (r.params or {}).items()}}
