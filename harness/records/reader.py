@@ -116,7 +116,7 @@ def read(path: Path, cut_ok: bool = True) -> tuple[list[Record], list]:
     for w in warnings[:WARNED]:
         print(f"warning: {path}, {w}", file=sys.stderr)
     if len(warnings) > WARNED:
-        print(f"warning: {path}: {len(warnings) - WARNED} more damaged records (the lines above name the first "
+        print(f"warning: {path}: {len(warnings) - WARNED} more lines like these (the lines above name the first "
               f"{WARNED})", file=sys.stderr)
     return records, others
 
