@@ -1,12 +1,9 @@
 """A first run's time: builds started with the run (Framework.warm) and what a failed one
 becomes, the CUDA build shared between the run's threads and processes, and the tuner's
 fast budget. No GPU needed: builds and timers are stand-ins."""
-import dataclasses
 import json
-import subprocess
 import threading
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -421,100 +418,3 @@ def test_cases_held_back_when_a_sigint_lands_are_recorded_as_not_run():
     assert by_case[("eager", (16, 64))].status == "error"
     for shape in ((8, 64), (16, 64)):
         assert (by_case[("cuda", shape)].status, by_case[("cuda", shape)].reason) == ("skipped", NOT_RUN)
-
-
-def _state(pid: int) -> str:
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-
-
-def test_the_side_processes_are_stopped_exactly_while_a_case_is_timed(cpu_runner, monkeypatch):
-    sides = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
-    try:
-        seen = {"checks": set(), "timing": set()}
-        phase = {"now": "checks"}
-        real_time = type(cpu_runner.timer).time
-
-        def timed(self, launch, budget, nbytes):
-            phase["now"] = "timing"
-            try:
-                return real_time(self, launch, budget, nbytes)
-            finally:
-                phase["now"] = "after"
-
-        def bind(x, weight, eps, out):
-            def launch():
-                if phase["now"] in seen:
-                    seen[phase["now"]].update(_state(p.pid) for p in sides)
-                torch.mul(x, 1.0 / torch.sqrt((x.float() ** 2).mean(1, keepdim=True) + eps), out=out)
-                out.mul_(weight)
-            return launch
-        key = ("rmsnorm", "eager", "watched")
-        monkeypatch.setitem(registry._impls, key, registry.Impl(*key, bind))
-        monkeypatch.setattr(type(cpu_runner.timer), "time", timed)
-        monkeypatch.setattr(cpu_runner, "settings",
-                            dataclasses.replace(cpu_runner.settings, ahead_pids=tuple(p.pid for p in sides)))
-        rec = cpu_runner.run(CaseSpec(*key, "float32", (8, 64)))
-        assert rec.median_us is not None, rec.reason
-        assert seen["timing"] == {"T"} and "T" not in seen["checks"] and seen["checks"]
-        assert all(_state(p.pid) != "T" for p in sides)   # running again after
-    finally:
-        for p in sides:
-            p.kill()
-            p.wait()
-
-
-def test_pausing_side_processes_that_are_gone_costs_nothing():
-    from harness.run import ahead
-    gone = subprocess.Popen(["true"])
-    gone.wait()
-    with ahead.paused((gone.pid,)):
-        pass
-    with ahead.paused(()):
-        pass
-
-
-def test_ahead_binds_and_launches_every_input_set_and_the_batch_sizes_and_survives_a_failing_bind():
-    from harness.measure import checks
-    from harness.run import ahead
-    from harness.run.runner import start_frameworks
-    calls = []
-
-    def bind(x, weight, eps, out):
-        calls.append(tuple(x.shape))
-        if len(calls) == 4:   # the second input set's, after the first's and its batches of 1 and 5
-            raise RuntimeError("this input set does not bind")
-        return lambda: out.copy_(x)
-    key = ("rmsnorm", "counted", "-")
-    registry._impls[key] = registry.Impl(*key, bind)
-    try:
-        _, ops = start_frameworks(torch.device("cpu"), Settings())
-        op = ops["rmsnorm"]()
-        ahead.compile_case(CaseSpec(*key, "float32", (8, 64)), ops, Settings(), torch.device("cpu"))
-        sets = 1 + len(op.adversarial)
-        batch = checks.batch_sizes(8)
-        assert len(calls) == sets + len(batch)
-        assert calls[1:1 + len(batch)] == [(n, 64) for n in batch]   # after the first set's bind
-        ahead.compile_case(CaseSpec("rmsnorm", "no-such-impl", "-", "float32", (8, 64)), ops, Settings(),
-                           torch.device("cpu"))   # nothing to compile: no error either
-    finally:
-        del registry._impls[key]
-
-
-def test_no_side_process_off_a_gpu_or_for_frameworks_that_build_themselves():
-    from harness.run import ahead
-    cases = [_case("eager"), _case("cuda")]
-    assert ahead.start(cases, torch.device("cpu"), Settings(), skip=set()) is None
-    assert ahead.start([_case("cuda")], torch.device("cuda"), Settings(), skip={"cuda"}) is None
-
-
-def test_a_side_process_per_framework_each_with_its_own_cases_all_killed_at_the_end():
-    from harness.run import ahead
-    cases = [_case("eager", (8, 64)), _case("triton", (8, 64)), _case("eager", (16, 64))]
-    side = ahead.Ahead(cases, torch.device("cpu"), Settings())
-    try:
-        assert [p.name for p in side.procs] == ["harness-ahead-eager", "harness-ahead-triton"]
-        assert len(set(side.pids)) == 2 and all(p.is_alive() for p in side.procs)
-    finally:
-        side.stop()
-        side.stop()   # once only: the second finds them gone
-    assert all(p.exitcode is not None for p in side.procs)

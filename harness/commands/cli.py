@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
 import secrets
@@ -23,7 +22,6 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import ValidationError as OmegaConfValidationError
 
-from harness.run import ahead
 from harness.run import device as devices
 from harness.run import plan as planning
 from harness.measure import provenance
@@ -82,9 +80,6 @@ def run(cfg: DictConfig) -> int:
     invocation_id = uuid.uuid4().hex
     seed = given_seed if given_seed is not None else secrets.randbelow(2**31)
     settings = settings_from(cfg, invocation_id, seed)
-    side = ahead.start(the_plan.cases, device, settings, skip=warming)
-    if side is not None:
-        settings = dataclasses.replace(settings, ahead_pids=side.pids)
     jsonl = JsonlSink(out_dir / "results.jsonl")
     tracker = _tracker(cfg, jsonl.path, invocation_id)   # opens its store while the first cases run
 
@@ -104,8 +99,6 @@ def run(cfg: DictConfig) -> int:
             sinks = Sinks(jsonl, bar, *([tracker] if tracker is not None else []))
             for record in session.records(bar, halted=lambda: jsonl.error):
                 sinks.write(record)
-        if side is not None:
-            side.stop()
         return _conclude(cfg, session.done, session.interrupted, jsonl, tracker, out_dir)
     except KeyboardInterrupt:
         print(f"harness: interrupted (SIGINT) after the cases, as the table, report or MLflow run were written: "
@@ -113,9 +106,6 @@ def run(cfg: DictConfig) -> int:
         if tracker is not None:
             print(f"To complete MLflow:\n  {upload_command(jsonl.path, cfg.tracking.uri)}", file=sys.stderr)
         return INTERRUPTED_EXIT
-    finally:
-        if side is not None:
-            side.stop()
 
 
 def _tracker(cfg: DictConfig, results: Path, invocation_id: str) -> MlflowSink | None:

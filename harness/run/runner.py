@@ -18,7 +18,6 @@ import torch
 from harness.measure import checks, integrity, roofline
 
 from harness import registry
-from harness.run import ahead
 from harness.run.device import case_stream, on_stream, synchronize
 from harness.measure.provenance import clock_check, collect, refresh_clocks
 from harness.records.record import Record
@@ -61,8 +60,6 @@ class Settings:
     # Each framework's settings, the run's ``frameworks.<name>.*`` as plain values: every
     # process that runs cases hands them to its frameworks (Framework.configure) as it starts.
     frameworks: dict = field(default_factory=dict, hash=False)
-    # The processes compiling ahead (harness.run.ahead), stopped while a case is timed.
-    ahead_pids: tuple = ()
 
 
 def base_record(spec: CaseSpec, device, settings: Settings, provenance: dict) -> Record:
@@ -137,16 +134,6 @@ def settle_cpu(device: torch.device) -> None:
     warnings.filterwarnings("ignore", FLOAT_WARNINGS, RuntimeWarning)
 
 
-def start_frameworks(device: torch.device, settings: Settings) -> tuple[dict, dict]:
-    """(frameworks, ops) set up as every process that runs cases sets them up."""
-    frameworks = registry.frameworks()
-    registry.configure(settings.frameworks)
-    ops = registry.ops()
-    for fw in frameworks.values():
-        fw.prepare(device)
-    return frameworks, ops
-
-
 class Runner:
     def __init__(self, device: torch.device, settings: Settings):
         self.device = device
@@ -157,14 +144,17 @@ class Runner:
             self.provenance["cpu_threads"] = torch.get_num_threads()
         self.timer = timer_for(device)
         self.interp_timer = WallTimer(interpreter=True)
-        self.frameworks, self.ops = start_frameworks(device, settings)
+        self.frameworks = registry.frameworks()
+        registry.configure(settings.frameworks)
+        self.ops = registry.ops()
+        for fw in self.frameworks.values():
+            fw.prepare(device)
         self.peak = roofline.datasheet_gbps(self.provenance.get("gpu_name") or "")
         self.roof, self.roof_error = None, ""
         try:
             nbytes = settings.roof_bytes if device.type == "cuda" else settings.roof_bytes // 4
-            with ahead.paused(settings.ahead_pids):
-                self.roof = roofline.get(device, self.timer, self.provenance, nbytes,
-                                         settings.roof_max_age_s, settings.roof_cache, settings.budget)
+            self.roof = roofline.get(device, self.timer, self.provenance, nbytes,
+                                     settings.roof_max_age_s, settings.roof_cache, settings.budget)
         except Exception as e:  # noqa: BLE001 - no roof means no %-of-roof, not no results
             self.roof_error = f"roof measurement failed: {type(e).__name__}: {e}"
         self._op_instances: dict = {}
@@ -364,8 +354,7 @@ class Runner:
 
     def _time(self, rec: Record, launch, interpreted: bool):
         timer = self.interp_timer if interpreted else self.timer
-        with ahead.paused(self.settings.ahead_pids):
-            t = timer.time(launch, self.settings.budget, rec.bytes)
+        t = timer.time(launch, self.settings.budget, rec.bytes)
         rec.timer, rec.samples, rec.spread = t.timer, t.samples, t.spread
         rec.median_us, rec.p10_us, rec.p90_us = t.median_us, t.p10_us, t.p90_us
         rec.graph_us, rec.graph_note = t.graph_us, t.graph_note
