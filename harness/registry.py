@@ -20,6 +20,7 @@ Nothing here names an op or a framework: both are discovered from ``impls/``.
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import pkgutil
 from dataclasses import dataclass, field
@@ -156,6 +157,10 @@ class Framework:
         super().__init_subclass__(**kw)
         if cls.role not in (OURS, PEER):
             raise ValueError(f"framework {cls.__name__}: role {cls.role!r}; it must be {OURS!r} or {PEER!r}")
+        declared = {f.name for f in dataclasses.fields(cls.settings_schema)} if cls.settings_schema else set()
+        if unknown := [k for k in cls.series_settings if k not in declared]:
+            raise ValueError(f"framework {cls.__name__}: series_settings {unknown} are not fields of its "
+                             f"settings_schema ({', '.join(sorted(declared)) or 'none'}); declare them there")
         if "name" in cls.__dict__:
             Framework._registry[cls.name] = cls()
             Framework._registry[cls.name].configure({})   # its defaults, until a run configures it

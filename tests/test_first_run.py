@@ -356,7 +356,7 @@ def test_bootstrap_s_editable_install_prints_no_setuptools_warning_box(tmp_path)
     assert "Editable installation" not in proc.stdout + proc.stderr and "!!" not in proc.stderr, proc.stderr
 
 
-# --- held back while building; compiled ahead -------------------------------------------
+# --- held back while building ------------------------------------------------------------
 
 class _Recorder:
     """A stand-in runner: the order cases run in, and whether the build was over for each."""

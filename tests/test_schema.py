@@ -70,3 +70,17 @@ def test_a_series_setting_names_the_series_of_every_record_and_its_default_none(
     marked = {"configured": {"mode": "marked_mode_value"}}
     assert series(marked) == series(marked, skip="not here") == "configured[marked_mode_value]"
     assert series({}) == series({"configured": {"mode": "plain"}}) == "configured"
+
+
+def test_a_series_setting_that_is_no_setting_is_refused_naming_the_framework_and_the_key():
+    from harness.registry import Framework
+
+    @dataclasses.dataclass
+    class Knobs:
+        mode: str = "a"
+
+    with pytest.raises(ValueError, match=r"framework Misdeclared: series_settings \['shape'\] are not fields of its "
+                                         r"settings_schema \(mode\)"):
+        class Misdeclared(Framework):   # no name: not registered, only checked
+            settings_schema = Knobs
+            series_settings = ("shape",)

@@ -600,3 +600,17 @@ def test_a_run_killed_mid_way_and_uploaded_reads_killed_with_the_cases_it_never_
     assert f"{planned - written} cases never ran" in capsys.readouterr().out
     _, (inv,) = mlflow_runs(uri, "invocation")
     assert inv.info.status == "KILLED" and inv.data.metrics["n_not_run"] == planned - written
+
+
+def test_a_series_of_its_own_gets_its_own_series_run_named_and_labelled_by_it(tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    logger = MlflowLogger(uri, "kernel-harness")
+    base = dict(op="rmsnorm", impl="torch_compile", variant="-", dtype="bfloat16", shape=[16, 4096], status="ok",
+                median_us=5.0, gbps=10.0, invocation_id="inv1", provenance={"gpu_name": "NVIDIA H200"})
+    for series in ("torch_compile", "torch_compile[static]"):
+        assert logger.log(Record(**base, series=series))
+    logger.finish("inv1", [])
+    _, series_runs = mlflow_runs(uri, "series")
+    assert sorted((s.info.run_name, s.data.params["series"], s.data.tags["series"]) for s in series_runs) == [
+        ("rmsnorm · torch_compile · bfloat16", "torch_compile", "torch_compile"),
+        ("rmsnorm · torch_compile[static] · bfloat16", "torch_compile[static]", "torch_compile[static]")]

@@ -140,8 +140,12 @@ def test_an_impl_with_a_naive_kernel_names_the_stage_of_each_other():
     for path in sorted((CONF.parent / "impls").glob("*/*.py")):
         calls = [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Call)
                  and isinstance(n.func, ast.Name) and n.func.id == "impl"]
-        variants = [next((ast.literal_eval(k.value) if isinstance(k.value, ast.Constant) else "(computed)"
-                          for k in c.keywords if k.arg == "variant"), registry.NO_VARIANT) for c in calls]
+        def variant(c):
+            given = c.args[2] if len(c.args) > 2 else next((k.value for k in c.keywords if k.arg == "variant"), None)
+            if given is None:
+                return registry.NO_VARIANT
+            return ast.literal_eval(given) if isinstance(given, ast.Constant) else "(computed)"
+        variants = [variant(c) for c in calls]
         if "naive" in variants and registry.NO_VARIANT in variants:
             found.append(f"{path.relative_to(CONF.parent)}: {variants}")
     assert not found, "\n".join(found)

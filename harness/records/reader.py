@@ -20,7 +20,7 @@ from harness.records.sinks import jsonl
 IDENTITY = ("op", "impl", "variant", "dtype", "shape", "status")
 # What every record carries besides: a line without them is read, with a warning.
 STAMPS = {"record_id": "read, its id made from the line", "timestamp": "read as the oldest of its case",
-          "role": "read as neither ours nor peer", "series": "read as its impl's (a setting's series not told apart)"}
+          "role": "read as neither ours nor peer", "series": "read as its impl's default series (a run at another series setting is counted with the default)"}
 WARNED = 5   # damaged lines a file's warning names one by one; the rest are counted
 
 

@@ -105,7 +105,7 @@ class Record:
     timestamp: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat())
 
     def __post_init__(self):
-        self.series = self.series or self.impl   # none given (a line older than the field): the default's
+        self.series = self.series or self.impl   # none given: the impl's default series
 
     def derive_rates(self) -> None:
         """GB/s and the % of roof and peak, from the times and the roofs this record holds

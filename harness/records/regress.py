@@ -190,7 +190,7 @@ def _timing(p: Point, past: list[Point], th: Thresholds, rep: Report) -> None:
 def point_from_run(run) -> Point | None:
     prm, met, tags = run.data.params, run.data.metrics, run.data.tags
     try:
-        # a run logged before the records carried their series: its impl's default series
+        # a run without a series param: its impl's default series (users' servers hold such runs)
         key = key_of(prm["op"], prm.get("series", prm["impl"]), prm["variant"], prm["dtype"], prm["shape"],
                      tags.get("gpu"))
     except KeyError:

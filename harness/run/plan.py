@@ -244,8 +244,9 @@ def from_overrides(overrides: list[str], device: torch.device):
 def warm(plan: Plan, frameworks: dict) -> set[str]:
     """Let each framework start, in the background, the builds its runnable cases need
     (Framework.warm), and put those frameworks' cases last within each (op, dtype, shape),
-    so that the other impls of the first shapes run while the builds go on, and the cases
-    compared still run back to back. The frameworks that started something."""
+    so that the other impls of the first shapes run while the builds go on, and once a build
+    is over the cases compared run back to back (harness.run.session holds a case back while
+    its build goes on). The frameworks that started something."""
     by_impl: dict[str, list[CaseSpec]] = {}
     for case in plan.runnable:
         by_impl.setdefault(case.impl, []).append(case)

@@ -1,4 +1,4 @@
-"""A run's cases, each a record, in the plan's order: the one loop that runs them.
+"""A run's cases, each a record, in the order they run: the one loop that runs them.
 
 ``Session.records`` yields every case's record once, also where it did not run: a case the
 plan skips, the cases after a SIGINT (skipped, ``NOT_RUN``), the cases after the results
@@ -6,10 +6,11 @@ file refused a record (skipped, ``NOT_WRITTEN``). Cases run a cell at a time (``
 one case, or with ``processes`` > 1 the impls of one op, dtype and shape, interleaved over
 fresh workers (harness.run.processes).
 
-A case whose framework is still building in the background (Framework.warm; the CUDA
-extension's build takes about a minute on a fresh machine) is held back while other cases
-can run, and runs as soon as the build is over: its record comes later than the plan's
-order, and the run does not wait for a build while other cases are left.
+With one process, a case whose framework is still building in the background
+(Framework.warm: the CUDA extension's build) is held back while other cases can run, and
+runs as soon as the build is over: its record comes later than the plan's order, and the
+run does not wait for a build while other cases are left. With ``processes`` > 1 a cell
+holds the impls compared, so a building one's bind waits for the build instead.
 
 SIGINT is held from the first case to the last record (harness.run.interrupts) and released
 only while a case runs: there it is caught, the case keeps what it measured, and every
@@ -34,7 +35,7 @@ NOT_WRITTEN = "not run: the run stopped where its results file could not take a 
 class Session:
     """The cases of a plan run by the runner ``make_runner()`` builds at the first case
     (an isolated one's worker starts there, not before a run that runs nothing). After
-    ``records``: ``done``, every record in order, and ``interrupted``."""
+    ``records``: ``done``, every record in the order it came, and ``interrupted``."""
 
     def __init__(self, cases: list[CaseSpec], processes: int, device, settings: Settings,
                  make_runner: Callable[[], object], building: Callable[[str], bool] = lambda impl: False):
@@ -61,21 +62,27 @@ class Session:
 
     def _in_run_order(self, planned: list[list[CaseSpec]]) -> Iterator[list[CaseSpec]]:
         """``planned``, except that a one-case cell whose framework is still building waits
-        until the build is over or no other cell is left (asked again before each cell)."""
+        until the build is over or no other cell is left. Asked once per framework before
+        each cell, so that a framework's own cases keep their order."""
         held: list[list[CaseSpec]] = []
         for cell in planned:
-            if held:
-                still = [self._building(c) for c in held]
-                yield from [c for c, b in zip(held, still) if not b]
-                held = [c for c, b in zip(held, still) if b]
-            if len(cell) == 1 and self._building(cell):
+            asked: dict[str, bool] = {}
+            still = [self._building(c, asked) for c in held]
+            yield from [c for c, b in zip(held, still) if not b]
+            held = [c for c, b in zip(held, still) if b]
+            if len(cell) == 1 and self._building(cell, asked):
                 held.append(cell)
             else:
                 yield cell
         yield from held
 
-    def _building(self, cell: list[CaseSpec]) -> bool:
-        return not self.interrupted and any(not s.skip_reason and self.building(s.impl) for s in cell)
+    def _building(self, cell: list[CaseSpec], asked: dict[str, bool]) -> bool:
+        if self.interrupted:
+            return False
+        for s in cell:
+            if not s.skip_reason and s.impl not in asked:
+                asked[s.impl] = self.building(s.impl)
+        return any(asked.get(s.impl, False) for s in cell if not s.skip_reason)
 
     def _cell(self, cell: list[CaseSpec], progress: RunProgress, hold: SigintHold) -> dict[int, Record]:
         runnable = [spec for spec in cell if not spec.skip_reason]

@@ -26,7 +26,7 @@ from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
-from harness.records.record import INTERRUPTED, NOT_RUN, Record
+from harness.records.record import INTERRUPTED, NOT_RUN, Record, impl_label
 from harness.records.sinks.console import status_label
 
 # MLflow's client retries an unreachable server for minutes per call by default.
@@ -321,16 +321,18 @@ class MlflowLogger:
                 self._invocations[r.invocation_id] = parent
             tags = {**self.common_tags, "harness.kind": "series", "harness.invocation_id": r.invocation_id,
                     "harness.series": series, "mlflow.parentRunId": parent, "op": r.op, "impl": r.impl,
-                    "variant": r.variant, "dtype": r.dtype, "gpu": (r.provenance or {}).get("gpu_name") or "cpu"}
+                    "series": r.series, "variant": r.variant, "dtype": r.dtype,
+                    "gpu": (r.provenance or {}).get("gpu_name") or "cpu"}
             run = self.client.create_run(self.experiment_id, start_time=_ms(r.timestamp), tags=tags,
-                                         run_name=f"{r.op} · {r.impl_label} · {r.dtype}")
+                                         run_name=f"{r.op} · {impl_label(r.series, r.variant)} · {r.dtype}")
             self._series[key] = run.info.run_id
             self._series_params(run.info.run_id, tags)
         return self._series[key]
 
     def _series_params(self, run_id: str, tags: dict) -> None:
         from mlflow.entities import Param
-        self.client.log_batch(run_id, params=[Param(k, tags[k]) for k in ("op", "impl", "variant", "dtype")])
+        self.client.log_batch(run_id, params=[Param(k, tags[k]) for k in ("op", "impl", "series", "variant", "dtype")
+                                              if k in tags])
 
     def log(self, r: Record) -> bool:
         """Log one record; False if it was there already. Cut (an outage, a SIGINT), it may leave

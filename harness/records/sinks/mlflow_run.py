@@ -45,6 +45,7 @@ class MlflowSink:
         self.line = ""        # the one line a user is told of it, as it happens
         self.said = False
         self.cut = threading.Event()   # a SIGINT stopped the wait: the thread logs nothing more
+        self.closing = threading.Event()   # every record is queued and the run waits for the thread
         self.ended = threading.Event()     # the thread is done: the runs ended, or left to harness-upload
         self.queued = self.logged = 0
         self.finished = False          # the invocation run closed as its records tell it
@@ -69,6 +70,7 @@ class MlflowSink:
         with SigintHold() as hold:   # a SIGINT waits for the wait below, where it is caught
             self._close_args = (records, artifacts, interrupted, unwritten)
             self.queue.put(_CLOSE)
+            self.closing.set()
             try:
                 self._wait(hold, QUIET_WAIT_S)
                 if not self.ended.is_set():
