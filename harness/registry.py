@@ -327,6 +327,15 @@ def series_of(framework: str, settings: dict[str, dict]) -> str:
     return found.series(settings.get(framework) or {}) if found is not None else framework
 
 
+def series_from_config(framework: str, config: dict) -> str:
+    """The series of a record or MLflow run that does not name it, from its ``impl_config``
+    (where a framework's settings are recorded): its name for one not known here."""
+    found = Framework._registry.get(framework) or frameworks().get(framework)
+    if found is None:
+        return framework
+    return found.series({k: config[k] for k in found.series_settings if k in config})
+
+
 def impl_modules(op: str) -> list[str]:
     """The impl names of an op: its module files (found without importing them), and the
     impls that plugins registered for it."""

@@ -83,8 +83,8 @@ def test_the_report_lists_regressions_first():
 
 def test_a_framework_setting_makes_a_series_of_its_own():
     """torch.compile compiled per shape is another peer than one compiled per row length:
-    a night that switches modes starts a new series instead of reporting a speedup; MLflow
-    runs logged before the records carried their series (no series param) continue the impl's."""
+    a night that switches modes starts a new series instead of reporting a speedup. A run
+    without a series param gets its series from its config params (its framework's declaration)."""
     from types import SimpleNamespace
 
     from harness.records.record import Record
@@ -94,9 +94,9 @@ def test_a_framework_setting_makes_a_series_of_its_own():
         return Record("rmsnorm", "torch_compile", "-", "bfloat16", [32768, 4096], series=series, status="ok",
                       passed=True, median_us=100.0, p10_us=99.0, p90_us=101.0, provenance={"gpu_name": "NVIDIA H200"})
 
-    def run(**series):
+    def run(shapes="static", **series):
         params = {"op": "rmsnorm", "impl": "torch_compile", "variant": "-", "dtype": "bfloat16",
-                  "shape": "32768x4096", "config.shapes": "static", **series}
+                  "shape": "32768x4096", "config.shapes": shapes, **series}
         return SimpleNamespace(data=SimpleNamespace(params=params, metrics={"median_us": 140.0},
                                                     tags={"gpu": "NVIDIA H200", "status": "ok"}),
                                info=SimpleNamespace(start_time=0, run_id="r"))
@@ -104,10 +104,11 @@ def test_a_framework_setting_makes_a_series_of_its_own():
     static, dynamic = point_from_record(record("torch_compile[static]")), point_from_record(record())
     assert static.key[1] == "torch_compile[static]" and dynamic.key[1] == "torch_compile"
     assert record("torch_compile[static]").series_key[1] == "torch_compile[static]"   # its own line in MLflow too
-    old, dynamic_run = point_from_run(run()), point_from_run(run(series="torch_compile"))
-    assert old.key == dynamic_run.key == dynamic.key
+    old_static, old_dynamic = point_from_run(run()), point_from_run(run(shapes="dynamic_rows"))
+    assert old_static.key == static.key and old_dynamic.key == dynamic.key   # no series param: from config.shapes
+    assert point_from_run(run(series="torch_compile")).key == dynamic.key
     assert point_from_run(run(series="torch_compile[static]")).key == static.key
-    rep = compare([static], {old.key: [old]}, TH)
+    rep = compare([dynamic], {old_static.key: [old_static]}, TH)
     assert kinds(rep.new) == ["new"] and not rep.improvements and kinds(rep.vanished) == ["vanished"]
 
 

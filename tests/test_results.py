@@ -306,15 +306,18 @@ def test_a_damaged_record_is_named_by_line_and_field_and_every_reader_reads_the_
     assert said_in(err) and "| rmsnorm | bfloat16 | 16x4096 | triton 50 GB/s |" in out
 
 
-def test_a_record_without_its_series_is_read_as_its_impl_s_and_said_so(tmp_path, capsys):
-    """A line older than the field: the readers import no framework to ask which series its
-    settings made, so it is read as the impl's series, with a warning naming the line."""
-    row = case("torch_compile", (16, 4096), 45.0, role="peer", impl_config={"shapes": "static"}).as_dict()
-    del row["series"]
+def test_a_record_without_its_series_gets_it_from_its_impl_config_and_it_is_said(tmp_path, capsys):
+    """A line that does not name its series: its framework's declaration says which of the
+    settings in its impl_config make one, so a static torch.compile stays its own series."""
+    rows = []
+    for shapes in ("static", "dynamic_rows"):
+        row = case("torch_compile", (16, 4096), 45.0, role="peer", impl_config={"shapes": shapes}).as_dict()
+        del row["series"]
+        rows.append(json.dumps(row))
     old = tmp_path / "old.jsonl"
-    old.write_text(json.dumps(row) + "\n")
-    assert [r.series for r in reader.read(old)[0]] == ["torch_compile"]
-    assert f"{old}, line 1: no series: read as its impl's" in capsys.readouterr().err
+    old.write_text("\n".join(rows) + "\n")
+    assert [r.series for r in reader.read(old)[0]] == ["torch_compile[static]", "torch_compile"]
+    assert f"{old}, line 1: no series: its series read from its impl_config" in capsys.readouterr().err
 
 
 def test_a_page_s_own_data_with_a_damaged_record_is_refused_not_rewritten_without_it(tmp_path, capsys):

@@ -20,7 +20,7 @@ from harness.records.sinks import jsonl
 IDENTITY = ("op", "impl", "variant", "dtype", "shape", "status")
 # What every record carries besides: a line without them is read, with a warning.
 STAMPS = {"record_id": "read, its id made from the line", "timestamp": "read as the oldest of its case",
-          "role": "read as neither ours nor peer", "series": "read as its impl's default series (a run at another series setting is counted with the default)"}
+          "role": "read as neither ours nor peer", "series": "its series read from its impl_config"}
 WARNED = 5   # damaged lines a file's warning names one by one; the rest are counted
 
 
@@ -87,6 +87,9 @@ def record_of(row: dict) -> Record:
     line's bytes, so that uploading the file again finds the same run (harness-upload is
     idempotent by it); a missing timestamp is "", the oldest of its case, never the newest."""
     rec = Record.from_dict(row)
+    if "series" not in row:   # the framework's declaration, so the torch-importing registry: only here
+        from harness.registry import series_from_config
+        rec.series = series_from_config(rec.impl, rec.impl_config or {})
     if "record_id" not in row:
         rec.record_id = hashlib.sha256(json.dumps(row, sort_keys=True).encode()).hexdigest()[:32]
     if "timestamp" not in row:

@@ -187,11 +187,17 @@ def _timing(p: Point, past: list[Point], th: Thresholds, rep: Report) -> None:
 
 # --- history from the tracking server ----------------------------------------------------
 
+def _series_of_run(prm: dict) -> str:
+    """A case run without a series param (users' servers hold such runs): its series from its
+    ``config.<key>`` params, by its framework's declaration."""
+    from harness.registry import series_from_config
+    return series_from_config(prm["impl"], {k[len("config."):]: v for k, v in prm.items() if k.startswith("config.")})
+
+
 def point_from_run(run) -> Point | None:
     prm, met, tags = run.data.params, run.data.metrics, run.data.tags
     try:
-        # a run without a series param: its impl's default series (users' servers hold such runs)
-        key = key_of(prm["op"], prm.get("series", prm["impl"]), prm["variant"], prm["dtype"], prm["shape"],
+        key = key_of(prm["op"], prm.get("series") or _series_of_run(prm), prm["variant"], prm["dtype"], prm["shape"],
                      tags.get("gpu"))
     except KeyError:
         return None
