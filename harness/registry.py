@@ -175,14 +175,15 @@ class Framework:
 
     def series(self, values: dict) -> str:
         """The series of this framework's records under ``values`` (the run's
-        ``frameworks.<name>``, plain values): its name, then ``[value]`` for each series
-        setting not at its default (``name[static]``)."""
+        ``frameworks.<name>``, or a record's impl_config: plain values, other keys ignored):
+        its name, then ``[value]`` for each series setting not at its default (``name[static]``)."""
         if not self.series_settings:
             return self.name
         from omegaconf import OmegaConf
         schema = OmegaConf.structured(self.settings_schema)
         default = OmegaConf.to_container(schema, enum_to_str=True)
-        given = OmegaConf.to_container(OmegaConf.merge(schema, values), enum_to_str=True)
+        given = OmegaConf.to_container(
+            OmegaConf.merge(schema, {k: v for k, v in values.items() if k in self.series_settings}), enum_to_str=True)
         return self.name + "".join(f"[{given[k]}]" for k in self.series_settings if given[k] != default[k])
 
     def prepare(self, device: torch.device) -> None:
@@ -321,19 +322,11 @@ def role_of(framework: str) -> str:
     return found.role if found is not None else PEER
 
 
-def series_of(framework: str, settings: dict[str, dict]) -> str:
-    """A framework's series under the run's ``frameworks`` settings; its name for one not known here."""
+def series_of(framework: str, values: dict) -> str:
+    """A framework's series (Framework.series) under ``values``: the run's settings of it, or
+    the impl_config of a record that does not name its series; its name for one not known here."""
     found = Framework._registry.get(framework) or frameworks().get(framework)
-    return found.series(settings.get(framework) or {}) if found is not None else framework
-
-
-def series_from_config(framework: str, config: dict) -> str:
-    """The series of a record or MLflow run that does not name it, from its ``impl_config``
-    (where a framework's settings are recorded): its name for one not known here."""
-    found = Framework._registry.get(framework) or frameworks().get(framework)
-    if found is None:
-        return framework
-    return found.series({k: config[k] for k in found.series_settings if k in config})
+    return found.series(values) if found is not None else framework
 
 
 def impl_modules(op: str) -> list[str]:

@@ -88,8 +88,8 @@ def record_of(row: dict) -> Record:
     idempotent by it); a missing timestamp is "", the oldest of its case, never the newest."""
     rec = Record.from_dict(row)
     if "series" not in row:   # the framework's declaration, so the torch-importing registry: only here
-        from harness.registry import series_from_config
-        rec.series = series_from_config(rec.impl, rec.impl_config or {})
+        from harness.registry import series_of
+        rec.series = series_of(rec.impl, rec.impl_config or {})
     if "record_id" not in row:
         rec.record_id = hashlib.sha256(json.dumps(row, sort_keys=True).encode()).hexdigest()[:32]
     if "timestamp" not in row:

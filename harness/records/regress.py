@@ -190,8 +190,8 @@ def _timing(p: Point, past: list[Point], th: Thresholds, rep: Report) -> None:
 def _series_of_run(prm: dict) -> str:
     """A case run without a series param (users' servers hold such runs): its series from its
     ``config.<key>`` params, by its framework's declaration."""
-    from harness.registry import series_from_config
-    return series_from_config(prm["impl"], {k[len("config."):]: v for k, v in prm.items() if k.startswith("config.")})
+    from harness.registry import series_of
+    return series_of(prm["impl"], {k[len("config."):]: v for k, v in prm.items() if k.startswith("config.")})
 
 
 def point_from_run(run) -> Point | None:

@@ -71,7 +71,7 @@ def base_record(spec: CaseSpec, device, settings: Settings, provenance: dict) ->
     op = registry.ops()[spec.op]
     rec.negative_control = spec.variant in op.negative_controls
     rec.role = registry.role_of(spec.impl)
-    rec.series = registry.series_of(spec.impl, settings.frameworks)
+    rec.series = registry.series_of(spec.impl, settings.frameworks.get(spec.impl) or {})
     rec.bytes_read, rec.bytes_written = op(**spec.params).bytes_moved(spec.shape, DTYPES[spec.dtype])
     rec.bytes = rec.bytes_read + rec.bytes_written
     if spec.skip_reason:
