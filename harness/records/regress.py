@@ -13,9 +13,12 @@ and the reverse of each as an improvement; keys with no history are new; keys of
 latest history night that this night lacks (or now skips) have vanished.
 
 The threshold is noise-aware: the larger of ``min_effect`` and ``noise_k`` times the noise,
-where the noise is the largest relative spread (p90 - p10) / median among this run's
-samples, the history's last run's samples, and the history's medians across nights; and a
-change must also exceed ``min_abs_us`` (a few-microsecond case jitters by that much).
+where the noise is the largest of this run's spread, the history's last run's spread, and the
+history's medians across nights; and a change must also exceed ``min_abs_us`` (a
+few-microsecond case jitters by that much). A run's spread is its fast side doubled,
+2 (median - p10) / median: interference only makes a sample late, so the slow side measures
+the host, not the case, and a few late samples must not widen the threshold over a real
+slowdown (a loaded CPU's late sleeps put one night's p90 at 2.3x its median and hid +184%).
 A CPU's times are no GPU measurements: an interpreter's (a GPU kernel run on the CPU) are
 never compared, and a CPU's wall clock counts only beyond CPU_WALL_FLOOR.
 """
@@ -59,7 +62,6 @@ class Point:
     deterministic: bool | None
     median_us: float | None
     p10_us: float | None
-    p90_us: float | None
     negative_control: bool = False
     reason: str = ""
     source: str = ""             # where it came from (an MLflow run id, or a record id)
@@ -67,9 +69,10 @@ class Point:
 
     @property
     def spread(self) -> float:
-        if not (self.median_us and self.p10_us is not None and self.p90_us is not None):
+        """The fast side doubled (see the module's docstring)."""
+        if not (self.median_us and self.p10_us is not None):
             return 0.0
-        return (self.p90_us - self.p10_us) / self.median_us
+        return 2 * (self.median_us - self.p10_us) / self.median_us
 
 
 def key_of(op, series, variant, dtype, shape, gpu) -> tuple:
@@ -79,7 +82,7 @@ def key_of(op, series, variant, dtype, shape, gpu) -> tuple:
 def point_from_record(r: Record, when_ms: int = 0) -> Point:
     return Point(key_of(r.op, r.series, r.variant, r.dtype, r.shape_str, gpu_model(r)),
                  when_ms, r.status, r.passed,
-                 r.deterministic, r.median_us, r.p10_us, r.p90_us, r.negative_control, r.reason, r.record_id,
+                 r.deterministic, r.median_us, r.p10_us, r.negative_control, r.reason, r.record_id,
                  r.timer)
 
 
@@ -206,7 +209,7 @@ def point_from_run(run) -> Point | None:
         return None if name not in met else bool(met[name])
 
     return Point(key, run.info.start_time, tags.get("status", "error"), flag("passed"), flag("deterministic"),
-                 met.get("median_us"), met.get("p10_us"), met.get("p90_us"),
+                 met.get("median_us"), met.get("p10_us"),
                  tags.get("negative_control") == "true", tags.get("reason", ""), run.info.run_id,
                  tags.get("timer", ""))
 
