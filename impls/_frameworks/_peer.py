@@ -1,7 +1,7 @@
 """A peer's entry point imported at its first bind, not when the harness collects the impl
 modules: the harness's own process imports every impl module to plan a run, and only the case
-process calls a peer. Liger-Kernel's import alone takes 11 s on the H200 host (it pulls in
-peft and torch._dynamo), which a run paid twice, once in each process."""
+process calls a peer. Liger-Kernel's import pulls in peft and torch._dynamo: 13-15 s of its
+first case on an H100 (devtools/first-run's phases), paid otherwise in both processes."""
 import importlib
 
 from harness.registry import Unavailable
