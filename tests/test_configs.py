@@ -110,6 +110,13 @@ def test_harness_tune_compares_the_search_the_table_and_the_rule_on_one_problem(
     assert c["changed"] and c["search"]["us"] == 170.0 and c["table"]["us"] == 176.4 and c["rule"]["us"] == 200.0
     assert tune.line(c) == ("cuda rmsnorm tuned 4096 bfloat16: search 170.0 us, table 176.4 us (0.964), "
                             "rule 200.0 us (0.850)  CHANGED")
+    # what the search saw go wrong is said under the entry
+    found = _found(chosen, RULE, candidates)
+    found.tuned.table.update(bit_neutral_changed_bits=[[held, chosen]], build={"how": "threads", "failed": [
+        {"candidate": "group=64 packs=8", "error": "OutOfResources"}, {"candidate": "group=32 packs=8"}]})
+    assert tune.line(tune.compare(found, table)).splitlines()[1:] == [
+        f"    warning: bit-neutral switches changed the bits: {held} vs {chosen}",
+        "    warning: 2 candidates did not build, e.g. group=64 packs=8: OutOfResources"]
 
 
 def test_harness_tune_writes_entries_a_run_reads_back(tables):
@@ -151,6 +158,18 @@ def test_harness_tune_refuses_a_machine_without_a_gpu(capsys):
     assert "measures launch configs on a GPU" in capsys.readouterr().err
     assert tune.main(["op=rmsnorm", "write=yes"]) == 2
     assert "write='yes'" in capsys.readouterr().err
+
+
+def test_harness_tune_m_runs_a_job_per_sweep_point_through_hydra_s_launcher(tmp_path):
+    """`harness-tune -m` (what harness-nightly --tune runs): a job per op in its own folder, its
+    own keys handed to each job, and here, with no GPU, each job's refusal is the exit status."""
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-m", "harness.commands.tune", "-m", f"hydra.sweep.dir={tmp_path}",
+                           "op=copy,scale", "impl=eager", "write=yes"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.count("write='yes': give true") == 2
+    assert sorted(p.name for p in tmp_path.glob("*-op=*")) == ["0-op=copy", "1-op=scale"]
 
 
 # --- every committed table fits the kernels as they are -------------------------------------
@@ -230,3 +249,29 @@ def test_every_committed_table_entry_is_a_config_its_kernel_takes(path, monkeypa
     monkeypatch.setattr(numba_rows, "SIMULATED", False)
     assert configs.parse(path.read_text(), path).gpu, f"{path}: no gpu: line"
     assert table_problems(path) == []
+
+
+def test_the_nightly_lists_a_changed_config_as_a_finding(tmp_path):
+    """harness-nightly --tune: each job's comparison (tune.jsonl in its folder) is read, and an
+    entry whose search chose another config than the table is a line of the report."""
+    import json
+
+    from harness.commands.nightly import tune_findings
+
+    assert tune_findings(tmp_path) == ([], [])                       # no --tune: nothing said
+    (tmp_path / "tune" / "0-op=copy").mkdir(parents=True)
+    notes, changed = tune_findings(tmp_path)
+    assert "harness-tune wrote no comparison under" in notes[0] and changed == []
+
+    def entry(changed, search_us):
+        return {"kernel": "cuda copy tuned", "cols": 268435456, "dtype": "float32",
+                "search": {"config": {"threads": 512}, "us": search_us},
+                "table": {"config": {"threads": 256 if changed else 512}, "us": 720.0},
+                "rule": {"config": {"threads": 128}, "us": 800.0}, "changed": changed, "batches": []}
+    (tmp_path / "tune" / "0-op=copy" / tune.TUNE_FILE).write_text(
+        "".join(json.dumps(e) + "\n" for e in (entry(True, 700.0), entry(False, 720.0))))
+    notes, changed = tune_findings(tmp_path)
+    assert notes == ["harness-tune: 2 entries searched in 1 jobs, 1 where the search chose another config than "
+                     "the table (findings, not regressions)"]
+    assert changed == ["cuda copy tuned 268435456 float32: search 700.0 us, table 720.0 us (0.972), "
+                       "rule 800.0 us (0.875)  CHANGED"]

@@ -4,6 +4,7 @@
     harness-nightly start                          create the night's MLflow run, print its id
     harness-nightly jobs --night ID --out DIR ...  the Hydra multirun on Slurm (submitit)
     harness-nightly finish --night ID --out DIR    upload what waits, compare, report
+    --tune (run, jobs)                             also harness-tune, report only
 
 ``jobs`` runs ``harness -m hydra/launcher=slurm op=<every op> impl=all sweep=full`` (one
 Slurm job per op; any override after the options replaces or adds to those), every job
@@ -16,11 +17,17 @@ logged as an artifact of the night's run. Exit status: 0 fine, 1 regressions, 2 
 arguments or a results file that could not be read (named; the others were uploaded and
 compared), 3 the tracking server could not be reached (the records wait in DIR), 4 the
 multirun itself failed (no regression found in what it recorded).
+
+With ``--tune``, ``jobs`` then runs ``harness-tune`` report only through the same launcher (a
+job per op, each keeping its comparison in ``DIR/tune/<n>/tune.jsonl``), and ``finish`` lists
+each entry where the search chose another config than the committed table as a finding: a
+table to update, not a regression (the exit status does not change).
 """
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import subprocess
 import sys
@@ -53,7 +60,8 @@ def default_jobs() -> list[str]:
     return [f"op={','.join(registry.ops())}", "impl=all", "sweep=full"]
 
 
-def jobs(night: str | None, out: Path, uri: str, experiment: str, launcher: str, overrides: list[str]) -> int:
+def jobs(night: str | None, out: Path, uri: str, experiment: str, launcher: str, overrides: list[str],
+         tune: bool = False) -> int:
     tracking = ([f"tracking.uri={uri}", f"tracking.experiment={experiment}", f"tracking.parent_run_id={night}",
                  f"tracking.group={GROUP}"] if night else ["tracking=none"])
     keys = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
@@ -61,7 +69,43 @@ def jobs(night: str | None, out: Path, uri: str, experiment: str, launcher: str,
     cmd = [sys.executable, "-m", "harness", "-m", f"hydra/launcher={launcher}",
            f"hydra.sweep.dir={out / 'jobs'}", *base, *tracking, *overrides]
     print("harness-nightly: " + " ".join(cmd), flush=True)
-    return subprocess.call(cmd)
+    code = subprocess.call(cmd)
+    if tune:
+        cmd = [sys.executable, "-m", "harness.commands.tune", "-m", f"hydra/launcher={launcher}",
+               f"hydra.sweep.dir={out / TUNE_DIR}", *base, *overrides]
+        print("harness-nightly: " + " ".join(cmd), flush=True)
+        tuned = subprocess.call(cmd)
+        if tuned:
+            print(f"harness-nightly: harness-tune's multirun exited with {tuned}; its findings are what its jobs "
+                  "kept", file=sys.stderr)
+    return code
+
+
+TUNE_DIR = "tune"
+
+
+def tune_findings(out: Path) -> tuple[list[str], list[str]]:
+    """(notes, lines) of harness-tune's comparisons under ``out/tune``: each entry whose search
+    chose another config than the table holds is a line (harness.commands.tune.line)."""
+    folder = out / TUNE_DIR
+    if not folder.is_dir():
+        return [], []
+    from harness.commands.tune import TUNE_FILE, line
+    comparisons, notes = [], []
+    files = sorted(folder.rglob(TUNE_FILE))
+    for f in files:
+        try:
+            comparisons += [json.loads(text) for text in f.read_text().splitlines() if text.strip()]
+        except (OSError, ValueError) as e:
+            notes.append(f"harness-tune: {f} unreadable ({type(e).__name__}: {e}); left out")
+    changed = [c for c in comparisons if c.get("changed")]
+    if not files:
+        notes.append(f"harness-tune wrote no comparison under {folder}: its job logs there "
+                     "(.submitit/) say why")
+    else:
+        notes.append(f"harness-tune: {len(comparisons)} entries searched in {len(files)} jobs, {len(changed)} "
+                     "where the search chose another config than the table (findings, not regressions)")
+    return notes, [line(c) for c in changed]
 
 
 def finish(night: str | None, out: Path, uri: str, experiment: str, baseline: str | None,
@@ -102,7 +146,11 @@ def finish(night: str | None, out: Path, uri: str, experiment: str, baseline: st
                  f" ({sum(len(v) for v in history.values())} points of {len(history)} cases); "
                  f"threshold max({th.min_effect:.0%}, {th.noise_k:g} x noise) and at least {th.min_abs_us:g} us")
     report = compare([point_from_record(r) for r in records], history, th)
-    text = report.markdown(f"Nightly regression report {dt.date.today():%Y-%m-%d}", notes)
+    tune_notes, changed = tune_findings(out)
+    text = report.markdown(f"Nightly regression report {dt.date.today():%Y-%m-%d}", notes + tune_notes)
+    if changed:
+        text += ("\n## Launch configs the search would change (harness-tune, report only)\n\n"
+                 + "\n".join(f"- {c}" for c in changed) + "\n")
     (out / "report.md").write_text(text + "\n")
     print(text)
     client.log_artifact(night, str(out / "report.md"))
@@ -161,6 +209,8 @@ def _main(argv: list[str] | None) -> int:
     ap.add_argument("--noise-k", type=float, default=Thresholds.noise_k)
     ap.add_argument("--min-abs-us", type=float, default=Thresholds.min_abs_us)
     ap.add_argument("--history", type=int, default=Thresholds.history)
+    ap.add_argument("--tune", action="store_true",
+                    help="run and jobs: also harness-tune, report only; finish lists its changed configs")
     args, overrides = ap.parse_known_args(argv)
     bad = [o for o in overrides if "=" not in o]
     if bad:
@@ -179,7 +229,7 @@ def _main(argv: list[str] | None) -> int:
     if args.step in ("jobs", "finish") and args.out is None:
         ap.error(f"{args.step} needs --out, the night's folder")
     if args.step == "jobs":
-        return jobs(args.night, out, args.tracking_uri, args.experiment, args.launcher, overrides)
+        return jobs(args.night, out, args.tracking_uri, args.experiment, args.launcher, overrides, args.tune)
     if args.step == "finish":
         return finish(args.night, out, args.tracking_uri, args.experiment, args.baseline, th)
     out.mkdir(parents=True, exist_ok=True)
@@ -189,7 +239,7 @@ def _main(argv: list[str] | None) -> int:
     except TrackingUnavailable as e:
         night = None
         print(f"harness-nightly: {e}; the jobs write JSONL only, uploaded at the end", file=sys.stderr)
-    code = jobs(night, out, args.tracking_uri, args.experiment, args.launcher, overrides)
+    code = jobs(night, out, args.tracking_uri, args.experiment, args.launcher, overrides, args.tune)
     if code:
         print(f"harness-nightly: the multirun exited with {code}; comparing what the jobs recorded",
               file=sys.stderr)

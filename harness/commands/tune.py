@@ -13,8 +13,10 @@ wrote the bits of the row length's config), its batch's own config too. Then, fo
 entry, the table's config and the rule's are timed on the search's ~256 MiB problem beside
 the search's choice; a line says each one's time, and CHANGED where the search chose
 another config than the table holds. ``write=true`` puts the search's entries in place of
-the table's (the other entries stay); ``out=`` keeps the comparison as JSON lines, which
-the nightly job can read as findings. A run never searches: it reads the table.
+the table's (the other entries stay); ``out=`` keeps the comparison as JSON lines. With
+``-m`` each sweep point is a job of Hydra's launcher, keeping its comparison in its own folder
+(``harness-nightly --tune`` lists the changed entries as findings). A run never searches: it
+reads the table.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.launch import configs, rowsearch, tuner
+from harness.run import progress
 from harness.entry import INTERRUPTED_EXIT
 from harness.errors import ConfigError
 
@@ -125,7 +128,19 @@ def compare(found: Found, table: configs.Table | None) -> dict:
             "table": {"config": held_config, "us": times["table"]},
             "rule": {"config": found.rule, "us": times["rule"]},
             "changed": held_config != chosen,
-            "batches": [[lo, hi, c] for lo, hi, c in ranges(found.points(), chosen)]}
+            "batches": [[lo, hi, c] for lo, hi, c in ranges(found.points(), chosen)],
+            "warnings": warnings(found.tuned.table)}
+
+
+def warnings(table: dict) -> list[str]:
+    """What the search saw go wrong: a switch called bit-neutral that changed the bits (the
+    kernel's arithmetic depends on it: none should), candidates that did not build."""
+    said = [f"bit-neutral switches changed the bits: {a} vs {b}" for a, b in table.get("bit_neutral_changed_bits", [])]
+    failed = (table.get("build") or {}).get("failed") or []
+    if failed:
+        said.append(f"{len(failed)} candidates did not build, e.g. {failed[0].get('candidate')}: "
+                    f"{failed[0].get('error')}")
+    return said
 
 
 def line(c: dict) -> str:
@@ -138,7 +153,8 @@ def line(c: dict) -> str:
         return f"{part} {us:.1f} us ({search / us:.3f})" if search else f"{part} {us:.1f} us"
     head = f"{c['kernel']} {c['cols']} {c['dtype']}: search {search:.1f} us" if search else \
         f"{c['kernel']} {c['cols']} {c['dtype']}: search not timed"
-    return f"{head}, {vs('table')}, {vs('rule')}{'  CHANGED' if c['changed'] else ''}"
+    said = "".join(f"\n    warning: {w}" for w in c.get("warnings", []))
+    return f"{head}, {vs('table')}, {vs('rule')}{'  CHANGED' if c['changed'] else ''}{said}"
 
 
 def written(path: Path, gpu: str, comparisons: list[dict], history: str = "") -> str:
@@ -224,11 +240,43 @@ def search(cases, device) -> tuple[Session, bool]:
 
 def main(argv: list[str] | None = None) -> int:
     own, overrides = _split(sys.argv[1:] if argv is None else argv)
+    if any(a in ("-m", "--multirun") for a in overrides):
+        return _multirun(own, overrides)
+    return _guarded(own, overrides)
+
+
+def _guarded(own: dict, overrides: list[str]) -> int:
     try:
         return _tune(own, overrides)
     except ConfigError as e:
         print(f"harness-tune: error: {e}", file=sys.stderr)
         return 2
+
+
+def _multirun(own: dict, overrides: list[str]) -> int:
+    """``-m``: each sweep point is a job of Hydra's launcher (``hydra/launcher=slurm``: a Slurm
+    job with a GPU, as harness-nightly --tune asks), with this command's own keys; without
+    ``out=`` a job keeps its comparison as ``tune.jsonl`` in its own folder."""
+    import hydra
+    from hydra.core.hydra_config import HydraConfig
+
+    from harness.run import multirun  # noqa: F401 - the resolvers conf/config.yaml names job folders by
+    from harness.run.plan import CONF_DIR
+
+    codes = []   # the jobs' exit codes where they run in this process (Hydra's basic launcher)
+
+    def job(cfg) -> None:
+        hydra_cfg = HydraConfig.get()
+        mine = {"out": str(Path(hydra_cfg.runtime.output_dir) / TUNE_FILE), **own}
+        codes.append(_guarded(mine, list(hydra_cfg.overrides.task)))
+
+    # no run summary: the jobs write comparisons, not records
+    sys.argv = [sys.argv[0], *overrides, "~hydra.callbacks.summary"]
+    hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(job)()
+    return max(codes, default=0)
+
+
+TUNE_FILE = "tune.jsonl"
 
 
 def _tune(own: dict, overrides: list[str]) -> int:
@@ -255,6 +303,7 @@ def _tune(own: dict, overrides: list[str]) -> int:
     path = configs.table_path(gpu)
     table = configs.table_for(gpu)
     print(f"harness-tune: {len(cases)} cases on {gpu}; table {path}{'' if table else ' (none yet)'}", flush=True)
+    progress.report_to(lambda text: print(f"harness-tune: {text}", flush=True))   # the search's phases
     session, cut = search(cases, device)
     comparisons = [compare(f, table) for f in session.found.values()]
     for c in comparisons:
