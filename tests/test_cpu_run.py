@@ -99,7 +99,7 @@ def test_a_simulated_case_of_the_main_command_launches_a_bounded_amount_of_work(
         def counted():
             launched.append(elements({k: v for k, v in inputs.items() if k != "out"}))
             return launch()
-        counted.config, counted.tuning = getattr(launch, "config", {}), getattr(launch, "tuning", {})
+        counted.config = getattr(launch, "config", {})
         return counted
     monkeypatch.setitem(registry._impls, key, dataclasses.replace(real, bind=bind))
     settings = dataclasses.replace(settings_from(cfg, "test", 1234), roof_cache=False, roof_bytes=16 << 20)

@@ -1,6 +1,6 @@
 """A first run's time: builds started with the run (Framework.warm) and what a failed one
-becomes, the CUDA build shared between the run's threads and processes, and the tuner's
-fast budget. No GPU needed: builds and timers are stand-ins."""
+becomes, the CUDA build shared between the run's threads and processes. No GPU needed: builds
+and timers are stand-ins."""
 import json
 import threading
 import time
@@ -11,7 +11,6 @@ import torch
 
 from harness.run import plan as planning
 from harness import registry
-from harness.launch import tuner
 from harness.run.runner import CaseSpec, Settings
 from impls._frameworks.cuda import build
 
@@ -146,26 +145,6 @@ def test_the_cuda_framework_plans_without_building_and_warms_the_build(stand_in_
     fw = registry.frameworks()["cuda"]
     assert fw.unusable(torch.device("cuda")) is None and stand_in_build.calls == 0
     assert fw.warm(torch.device("cuda"), [_case("cuda")]) is True
-
-
-@pytest.mark.parametrize("search, interval", [("fast", 0.02), ("exhaustive", 0.0)])
-def test_the_fast_search_stops_a_measurement_once_its_median_is_known_to_the_tie(monkeypatch, search, interval):
-    budgets = []
-
-    class Timer:
-        def __init__(self, device):
-            pass
-
-        def time(self, run, budget, nbytes):
-            budgets.append(budget)
-            return SimpleNamespace(median_us=1.0)
-    monkeypatch.setattr(tuner, "SEARCH", search)
-    monkeypatch.setattr("harness.measure.timing.CudaTimer", Timer)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(tuner, "_timers", {})
-    assert tuner.measure(lambda: None, 300, 0.15) == 1.0
-    assert budgets[0].target_interval == interval == tuner.effort().target_interval
-    assert interval == 0 or interval == 2 * tuner.SMALL_TIE   # the median within +-SMALL_TIE
 
 
 def _first_run_tool():

@@ -1,5 +1,5 @@
 """harness.run.progress: the bar with its ETA on a terminal, plain lines elsewhere, and what a
-case is doing (tuning, compiling) on its way from a worker process to the run's output."""
+case is doing (compiling, building) on its way from a worker process to the run's output."""
 import os
 import pty
 import select

@@ -2,7 +2,6 @@
 import math
 
 import matplotlib.colors
-import pytest
 
 from harness.records import report
 from harness.records.record import Record

@@ -2,7 +2,6 @@
 (impls/_frameworks/triton/tree_reduce.py): the project's three combines take that path, not
 the interpreter's one-call-per-lane fold, and give the fold's answer (the maximum's bits
 exactly, NaN included; the merges to fp32 rounding, since a tree adds in another order)."""
-import numpy as np
 import pytest
 import torch
 

@@ -2,6 +2,8 @@
 length and the checker a table's entry must pass (impls/_frameworks/triton/rows.py); the
 search behind harness-tune (harness.launch.tuner) over Triton's row config space: which configs it
 tries, and how it weighs the large problem against the small ones; the launch plumbing."""
+import types
+
 import pytest
 import torch
 
@@ -197,7 +199,7 @@ def _writing(bits):
 
 
 def _recording(fake_time, timed):
-    """A stand-in for the tuner's _measure: fake_time(cfg, rows), each problem's rows noted in ``timed``."""
+    """A stand-in for tuner.measure: fake_time(cfg, rows), each problem's rows noted in ``timed``."""
     def measure(run, *timing):
         cfg, rows = run()
         timed.append(rows)
@@ -208,7 +210,7 @@ def _recording(fake_time, timed):
 def _tune_with_stand_in_times(monkeypatch, cols, fake_time, options, measure=None, bits=None):
     """tune_rows as on a GPU for 16-bit rows of ``cols`` fitting on chip, each candidate
     timed by ``fake_time(cfg, rows)`` instead of the CUDA timer (rows: the problem's), or
-    by ``measure(run, samples)`` in place of the tuner's _measure when given. With
+    by ``measure(run, samples)`` in place of tuner.measure when given. With
     ``bits(cfg)``: what a launch of cfg "writes", the digest the tuner takes of the
     large problem's output; without, no output to digest (configs decide same_bits)."""
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
@@ -817,14 +819,6 @@ def test_the_fast_search_times_the_small_batches_only_for_bits_that_may_be_chose
     assert chosen["fast"] == chosen["exhaustive"]
 
 
-def test_the_tuning_table_says_how_long_it_took(monkeypatch):
-    tuned = _tune_with_stand_in_times(monkeypatch, 4096, lambda cfg, rows: 100.0 / cfg["num_warps"],
-                                      triton_rows.ROW_OPTIONS)
-    assert 0 <= tuned.table["seconds"] < 60
-    parts = [tuned.table[f"seconds_{p}"] for p in ("building", "binding", "timing", "digesting")]
-    assert all(p >= 0 for p in parts) and sum(parts) <= tuned.table["seconds"] + 4e-3   # each rounded to 1 ms
-
-
 def test_a_row_space_builds_every_config_before_it_is_timed(monkeypatch):
     """The tuner's build step asks bind for each config with row_launcher noting the
     kernel's call (its grid as a persistent launch would first try) instead of launching;
@@ -885,30 +879,21 @@ def test_a_candidate_that_fails_to_build_is_named_in_the_table_and_the_others_ar
     assert len(timed) > 3 and not is_bad(tuned.config)
 
 
-def test_a_tally_counts_the_measures_inside_its_block_only(monkeypatch):
-    """tune_rows' timing_tally: each measure() inside the block adds its samples, its late
-    ones and whether the time budget ended it (the timer says what stopped it); a measure
-    after the block, or inside a block within it, is not counted in the outer one."""
-    from harness.measure import timing
+@pytest.mark.parametrize("search, interval", [("fast", 0.02), ("exhaustive", 0.0)])
+def test_the_fast_search_stops_a_measurement_once_its_median_is_known_to_the_tie(monkeypatch, search, interval):
+    budgets = []
 
     class Timer:
-        MIN_SPIN_US = 0.0
-
         def __init__(self, device):
-            self.stops = iter(["seconds", "spread", "samples", "seconds"])
+            pass
 
         def time(self, run, budget, nbytes):
-            t = timing.summarize([1.0, 2.0, 3.0], "cuda_events")
-            t.late_samples, t.spin_us, t.stopped_by = 2, 50.0, next(self.stops)
-            return t
-    monkeypatch.setattr(timing, "CudaTimer", Timer)
+            budgets.append(budget)
+            return types.SimpleNamespace(median_us=1.0)
+    monkeypatch.setattr(tuner, "SEARCH", search)
+    monkeypatch.setattr("harness.measure.timing.CudaTimer", Timer)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(tuner, "_timers", {})
-    with tuner.tallying() as outer:
-        assert tuner.measure(lambda: None, 50, 0.05) == 2.0
-        with tuner.tallying() as inner:
-            tuner.measure(lambda: None, 50, 0.05)
-        tuner.measure(lambda: None, 50, 0.05)
-    tuner.measure(lambda: None, 50, 0.05)
-    assert outer == {"measures": 2, "samples": 6, "late_samples": 4, "capped": 1, "max_spin_us": 50.0}
-    assert inner == {"measures": 1, "samples": 3, "late_samples": 2, "capped": 0, "max_spin_us": 50.0}
+    assert tuner.measure(lambda: None, 300, 0.15) == 1.0
+    assert budgets[0].target_interval == interval == tuner.effort().target_interval
+    assert interval == 0 or interval == 2 * tuner.SMALL_TIE   # the median within +-SMALL_TIE

@@ -14,7 +14,7 @@ The entry without ``rows`` is the config of that row length (a 1-D kernel: its l
 dtype: it decides every row's bits. An entry with ``rows lo-hi`` serves batches of lo to hi
 rows, and only a config that harness-tune saw write the same bits as the plain entry's on its
 tuning problems may stand there: a row's bits never depend on the batch (batch invariance).
-``us`` (and ``mid_us``, ``small_us``) say what harness-tune measured; a run never reads them.
+``us`` says what harness-tune measured; a run never reads it.
 """
 from __future__ import annotations
 

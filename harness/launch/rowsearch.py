@@ -13,7 +13,7 @@ from harness.run import progress
 from harness.launch import tuner
 from harness.launch.tuner import (BATCH_MEASURED_BELOW, MID_ROWS, SCRATCH_BYTES, SMALL_ROWS, SMALL_SLACK, TOGGLE_SLACK,
                            Tuned, choices, choose, chosen, config_of, effort, fastest_of_its_bits,
-                           neutral_but_not_same, observed, ran, same_bits, search, tallying)
+                           neutral_but_not_same, observed, ran, same_bits, search)
 
 _batch_choices: dict = {}   # this process's choice per (key, batch)
 
@@ -69,8 +69,7 @@ def tune_rows(key, space: RowSpace) -> Tuned:
     are timed for the configs of the bits that choose may take (within SMALL_SLACK of the
     fastest on the large problem), or for every config when searched exhaustively."""
     if key not in choices:
-        with tallying() as tally:
-            chosen(key, RowSearch(space).run(tally))
+        chosen(key, RowSearch(space).run())
     return choices[key]
 
 
@@ -87,10 +86,9 @@ class RowSearch:
                         "small_us": (self.work.small_samples, self.work.small_seconds)}
         self.candidates: list[dict] = []
         self.launches: dict = {}
-        self.spent = {"building": 0.0, "binding": 0.0, "timing": 0.0, "digesting": 0.0}
         self.build: dict = {}
 
-    def run(self, tally: dict) -> Tuned:
+    def run(self) -> Tuned:
         space, started = self.space, time.perf_counter()
         progress.phase(f"tuning {space.label}: {len(space.shapes)} shapes")
         self.large(space.shapes)
@@ -113,7 +111,6 @@ class RowSearch:
         batches = [[self.rows["us"], None]] + [
             [self.rows[p], fastest_of_its_bits(self.candidates, best, p, space.neutral)] for p in ("mid_us", "small_us")]
         table["seconds"] = round(time.perf_counter() - started, 3)
-        table.update({f"seconds_{part}": round(v, 3) for part, v in self.spent.items()}, timing_tally=dict(tally))
         if self.build:
             table["build"] = self.build
         return Tuned(config_of(best), table, batches)
@@ -125,22 +122,15 @@ class RowSearch:
     def launcher(self, cfg: dict, problem: str):
         k = (repr(sorted(cfg.items())), problem)
         if k not in self.launches:
-            began = time.perf_counter()
             self.launches[k] = self.space.bind(cfg, self.args[problem], self.rows[problem])
-            self.spent["binding"] += time.perf_counter() - began
         return self.launches[k]
 
     def time_on(self, c: dict, problem: str) -> None:
-        run = self.launcher(config_of(c), problem)
-        began = time.perf_counter()
-        c[problem] = tuner.measure(run, *self.samples[problem], self.space.unrunnable)
-        self.spent["timing"] += time.perf_counter() - began
+        c[problem] = tuner.measure(self.launcher(config_of(c), problem), *self.samples[problem], self.space.unrunnable)
 
     def precompile(self, configs: list[dict], on: list[str]) -> None:
         if self.space.precompile and configs:
-            began = time.perf_counter()
             reported(self.build, self.space.precompile(configs, [(self.args[p], self.rows[p]) for p in on]))
-            self.spent["building"] += time.perf_counter() - began
 
     def large(self, configs: list[dict]) -> list[dict]:
         """Each config not measured yet, on the large problem, its bits digested."""
@@ -152,9 +142,7 @@ class RowSearch:
         for cfg in fresh:
             c = {**cfg, "us": None, "mid_us": None, "small_us": None}
             self.time_on(c, "us")
-            began = time.perf_counter()
             c.update(observed(self.launcher(cfg, "us"), self.args["us"], c["us"] is not None))
-            self.spent["digesting"] += time.perf_counter() - began
             self.candidates.append(c)
         return self.candidates[len(self.candidates) - len(fresh):]
 

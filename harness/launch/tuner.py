@@ -10,8 +10,8 @@ events, harness.measure.timing), so that the config chosen is the one a run then
 Two searches:
 - ``tune``: configs whose bits no check compares across configs: an elementwise kernel's
   tile (the same bits whatever the config) and a 1-D reduction's grid and block (its tree,
-  so its bits, follow the config: the same wherever the cache keeps the choice, others where
-  it is tuned anew; docs/methodology.md, Determinism): the fastest on the real inputs.
+  so its bits, follow the config: the same wherever the table holds the config, others where
+  the search takes another; docs/methodology.md, Determinism): the fastest on the real inputs.
 - ``tune_rows`` (harness.launch.rowsearch): a row kernel (softmax, the norms), whose config decides each row's
   reduction tree and so its bits. Batch invariance is kept here, once for every
   framework: the bits are chosen once per row length and dtype (the key), on scratch
@@ -25,7 +25,6 @@ problem with the larger budgets.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from dataclasses import dataclass, field
@@ -143,27 +142,7 @@ def measure(run, samples: int, seconds: float, unrunnable: tuple = ()) -> float 
         timing = timer.time(run, budget, 1 << 30)
     except unrunnable:
         return None
-    if _tally is not None:   # how a key's measurements went: samples kept and left out, time caps reached
-        _tally["measures"] += 1
-        _tally["samples"] += timing.samples
-        _tally["late_samples"] += timing.late_samples
-        _tally["capped"] += timing.stopped_by == "seconds"
-        _tally["max_spin_us"] = max(_tally["max_spin_us"], round(timing.spin_us or 0.0, 1))
     return timing.median_us
-
-
-_tally: dict | None = None
-
-
-@contextlib.contextmanager
-def tallying():
-    """A tally of the samples of every measure() inside the block, for a tuning table."""
-    global _tally
-    outer, _tally = _tally, {"measures": 0, "samples": 0, "late_samples": 0, "capped": 0, "max_spin_us": 0.0}
-    try:
-        yield _tally
-    finally:
-        _tally = outer
 
 
 def digest(args) -> str | None:
@@ -262,11 +241,6 @@ def neutral_but_not_same(candidates: list[dict], neutral: tuple[str, ...]) -> li
 # --- the process's choices ---------------------------------------------------------
 
 choices: dict = {}   # this process's choice per key
-
-
-def forget(key) -> None:
-    """Drop this process's choice for ``key`` (tests)."""
-    choices.pop(key, None)
 
 
 def chosen(key, tuned: Tuned) -> Tuned:

@@ -169,7 +169,6 @@ class Determinism:
     runs: int
     n_distinct: int
     max_ulp_spread: int
-    distinct_capped: bool = False
     first: torch.Tensor | None = field(default=None, repr=False)   # the first launch's result, a copy
 
     @property
@@ -193,7 +192,7 @@ def determinism(launch, out: torch.Tensor, runs: int, keep: int = 8) -> Determin
             else:
                 extra += 1   # counted, not kept: may count a repeat of an unkept pattern
     spread = int((hi - lo).max()) if lo.numel() else 0
-    return Determinism(runs, len(distinct) + extra, spread, extra > 0, first)
+    return Determinism(runs, len(distinct) + extra, spread, first)
 
 
 def batch_sizes(rows: int) -> list[int]:

@@ -254,7 +254,7 @@ def cache_dir() -> Path:
 
 def cache_unwritable() -> str | None:
     """Why nothing can be kept in ``cache_dir()`` (a file there, no permission), or None.
-    The roof and the tuner treat an unwritable cache as empty, so without this a broken
+    The roof and the builds treat an unwritable cache as empty, so without this a broken
     HARNESS_CACHE only shows as every run measuring and building everything again."""
     folder = cache_dir()
     try:

@@ -1,7 +1,7 @@
 """Progress: a bar with an ETA over a run's cases, and what the running case is doing now.
 
-Code that takes long inside a case (a tuner searching configs, a compiler) calls
-``phase("tuning ...")``; the run's reporter shows it: on a terminal in the bar's line
+Code that takes long inside a case (a compiler; harness-tune's search) calls
+``phase("compiling ...")``; the run's reporter shows it: on a terminal in the bar's line
 (rich), elsewhere (a log, CI) as a line of its own. In a worker process the phase travels
 to the parent over the worker's pipe (harness.run.worker), so an isolated case says so too.
 """
@@ -16,7 +16,7 @@ _sink: Callable[[str], None] | None = None
 
 
 def phase(text: str) -> None:
-    """Say what the running case is doing now (``tuning triton rmsnorm: 24 configs``)."""
+    """Say what the running case is doing now (``torch.compile: compiling``)."""
     if _sink is not None:
         _sink(text)
 

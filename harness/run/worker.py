@@ -49,8 +49,8 @@ class IsolatedRunner:
     """Runs cases in a worker process with a per-case timeout; restarts it when needed."""
 
     # How long a worker asked to stop may take to exit before it is killed. It has sent
-    # its last record by then and writes nothing at exit (the tuning and compile caches
-    # are written as they fill), so nothing is lost; but an exit can be slow: a process
+    # its last record by then and writes nothing at exit (the compile caches are written
+    # as they fill), so nothing is lost; but an exit can be slow: a process
     # that used torch.compile shuts its pool of compile processes down at exit, and a
     # sweep's time limit can land there. processes=N stops a worker per process of a
     # case, so the wait is short: 2 s, then the kill.

@@ -1,4 +1,4 @@
-"""A copy that says what it is doing while it binds, as a tuner or a compiler does
+"""A copy that says what it is doing while it binds, as a compiler does
 (harness.run.progress), and takes a moment to do it.
 
     HARNESS_PLUGINS=tests.plugins.phases harness op=copy impl=phases
@@ -8,7 +8,7 @@ import time
 from harness.run import progress
 from harness.registry import OURS, Framework, impl
 
-SAID = "tuning phases copy: 3 configs"
+SAID = "compiling phases copy: 3 kernels"
 
 
 class Phases(Framework):

@@ -1,6 +1,6 @@
 """CUDA C++: the kernels of ``impls/<op>/*.cu``, built into one PyTorch extension library
 (build: once per machine and source hash, cached), launched through ``torch.ops.harness_cuda``
-on the current PyTorch stream, their launch configurations chosen by harness.launch.tuner (launch).
+on the current PyTorch stream, their launch configurations from this GPU's table or the framework's rule (harness.launch.configs).
 
 Modules: build (the library), launch (grids and the tuned 1-D launchers), rows (the row
 kernels' configs); the device helpers all kernels share are in device.cuh (fp32 conversions,

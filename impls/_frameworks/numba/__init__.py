@@ -15,8 +15,8 @@ one job each, are imported by the impls:
 - groups: reductions over a group of threads (sum, max, Welford, online softmax), one factory
 - rowchunks: a row's chunks, steps and shared-memory cache (the row kernels' device code)
 - naive: the first row kernels' launch, one block of 256 threads a row, no table
-- launch: the 1-D kernels' grids, tuned through harness.launch.tuner
-- rows: the row kernels' configs (threads per row), tuned through harness.launch.rowsearch
+- launch: the 1-D kernels' grids (table or rule: harness.launch.configs)
+- rows: the row kernels' configs (threads per row; table or rule)
 """
 import os
 

@@ -56,7 +56,6 @@ SWITCHES = ("prefetch", "early", "ordered")   # the constexpr switches among the
 # ptxas then issues the operands' loads with x's (H200, LayerNorm fp32 4096x4096: 32.12 us
 # against 32.53 unmasked). Each is tried on its own.
 SMALL_BATCH_TOGGLES = ({"early": True}, {"ordered": True}, {"early": True, "predicated": True})
-SMALL_BATCH_SWITCHES = tuple(s for t in SMALL_BATCH_TOGGLES for s in t)
 
 # (column tile, num_warps) of looped rows. A looped row that fits on chip has a static trip
 # count (SPAN): the column loop unrolls and all of a row's loads are in flight at once on
@@ -266,7 +265,7 @@ def interpreted_config(block: int, on_chip: bool, max_rows: int, itemsize: int, 
 
 # The rule's figures are tuned/rule time ratios on harness-tune's ~256 MiB problem (1.00: the
 # rule runs as fast as the config the search chose), from the recorded H100 (2026-12-07) and
-# H200 (docs/results/h200.jsonl) tuning tables.
+# H200 (docs/results/h200.jsonl before e0613a9) tuning tables.
 # Bytes of its tile a thread holds (softmax's three-pass variant: see rule): Liger's 16 warps
 # at BLOCK 16384 (64 bytes a thread in bf16) ran Welford LayerNorm bf16 at 0.64 on the H200,
 # 8 warps (128 bytes) at 1.00; the 16-bit chain on chip at 8192 columns ran 0.87 on 8 warps
