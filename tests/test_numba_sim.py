@@ -448,3 +448,36 @@ def test_the_simulator_s_config_is_one_the_variant_has_a_kernel_for():
     assert rows.keep(launch.config) == rows.KEPT, launch.config
     result, _ = checked_launch(spec, launch, inputs, out, torch.float32, "random", 5, lambda: None)
     assert result.passed, result.detail
+
+
+def test_every_thread_of_a_block_gets_one_shared_array_however_the_threads_interleave():
+    """The simulator's cuda.shared.array looks its array up by the calling line and makes it
+    when missing; unlocked, two threads could each make one (8 of 50 trials of 64 threads
+    did, switching threads every microsecond), and a block reduction read the other's
+    uninitialised array. simwarp.install locks that step."""
+    import threading
+
+    from numba.cuda.simulator.kernelapi import FakeCUDAShared
+
+    from impls._frameworks.numba import simwarp
+    simwarp.install()
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        arrays_per_trial = []
+        for _ in range(50):
+            shared, start = FakeCUDAShared(0), threading.Barrier(64)
+            got = [None] * 64
+
+            def lane(i, shared=shared, start=start, got=got):
+                start.wait()
+                got[i] = shared.array(8, np.float32)
+            threads = [threading.Thread(target=lane, args=(i,)) for i in range(64)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            arrays_per_trial.append(len({id(a) for a in got}))
+    finally:
+        sys.setswitchinterval(before)
+    assert arrays_per_trial == [1] * 50

@@ -1,4 +1,5 @@
-"""The warp shuffles Numba's CUDA simulator lacks, for the simulator only.
+"""The warp shuffles Numba's CUDA simulator lacks, and a shared array it hands out safely,
+for the simulator only.
 
 The simulator runs each CUDA thread of a block as a Python thread and offers syncthreads,
 but no warp-level operations. A shuffle here is what it is on the GPU: the 32 lanes of a
@@ -8,8 +9,14 @@ overwriting a value a slow lane has not read yet. Each block gets its own warps 
 simulator's per-block manager), so blocks run one after another as the simulator runs them.
 Only the full mask is supported: every kernel here shuffles with all lanes of a warp.
 
+The simulator's ``cuda.shared.array`` looks its array up by the calling line and makes it
+when missing, unlocked: two threads of a block can each make one, and a thread left with its
+own writes where no other thread reads (a block reduction then read np.empty's garbage,
+5.3e15 for a sum of 31.6). Here the lookup and the making are one step under a lock.
+
 install() adds them to the simulator's kernel-side ``cuda`` module; on a GPU it is never
-called, and the kernels run the hardware's shfl.sync."""
+called, and the kernels run the hardware's shfl.sync and shared memory."""
+import sys
 import threading
 
 FULL_MASK = 0xFFFFFFFF
@@ -91,9 +98,38 @@ def shfl_up_sync(self, mask, value, delta):
     return warp.exchange(lane, value, source if source >= 0 else lane)
 
 
+_shared_lock = threading.Lock()
+
+
+def shared_array(self, shape, dtype, alignment=None):
+    """FakeCUDAShared.array, one array per calling line for every thread of the block."""
+    if shape == 0 or alignment is not None:   # dynamic shared memory: one buffer already
+        return _simulators_shared_array(self, shape, dtype, alignment)
+    import numpy as np
+    from numba.core import types
+    from numba.np import numpy_support
+    if isinstance(dtype, types.Type):
+        dtype = numpy_support.as_dtype(dtype)
+    caller = sys._getframe(1)
+    key = (caller.f_code.co_filename, caller.f_lineno)
+    with _shared_lock:
+        found = self._allocations.get(key)
+        if found is None:
+            found = self._allocations[key] = np.empty(shape, dtype)
+    return found
+
+
+_simulators_shared_array = None
+
+
 def install() -> None:
-    """Give the simulator's kernel-side cuda module the shuffles (idempotent)."""
-    from numba.cuda.simulator.kernelapi import FakeCUDAModule
+    """Give the simulator's kernel-side cuda module the shuffles, and its shared arrays the
+    lock (idempotent)."""
+    global _simulators_shared_array
+    from numba.cuda.simulator.kernelapi import FakeCUDAModule, FakeCUDAShared
     for fn in (shfl_sync, shfl_xor_sync, shfl_down_sync, shfl_up_sync):
         if getattr(FakeCUDAModule, fn.__name__, None) is not fn:
             setattr(FakeCUDAModule, fn.__name__, fn)
+    if FakeCUDAShared.array is not shared_array:
+        _simulators_shared_array = FakeCUDAShared.array
+        FakeCUDAShared.array = shared_array
