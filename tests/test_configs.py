@@ -112,11 +112,11 @@ def test_harness_tune_compares_the_search_the_table_and_the_rule_on_one_problem(
                             "rule 200.0 us (0.850)  CHANGED")
     # what the search saw go wrong is said under the entry
     found = _found(chosen, RULE, candidates)
-    found.tuned.table.update(bit_neutral_changed_bits=[[held, chosen]], build={"how": "threads", "failed": [
-        {"candidate": "group=64 packs=8", "error": "OutOfResources"}, {"candidate": "group=32 packs=8"}]})
+    found.tuned.table.update(bit_neutral_changed_bits=[[held, chosen]])
+    found.tuned.table["candidates"].append({"group": 64, "packs": 8, "threads": 256, "us": None})
     assert tune.line(tune.compare(found, table)).splitlines()[1:] == [
         f"    warning: bit-neutral switches changed the bits: {held} vs {chosen}",
-        "    warning: 2 candidates did not build, e.g. group=64 packs=8: OutOfResources"]
+        "    warning: 1 of 4 candidates did not run, e.g. {'group': 64, 'packs': 8, 'threads': 256}"]
 
 
 def test_harness_tune_writes_entries_a_run_reads_back(tables):
@@ -161,15 +161,34 @@ def test_harness_tune_refuses_a_machine_without_a_gpu(capsys):
 
 
 def test_harness_tune_m_runs_a_job_per_sweep_point_through_hydra_s_launcher(tmp_path):
-    """`harness-tune -m` (what harness-nightly --tune runs): a job per op in its own folder, its
-    own keys handed to each job, and here, with no GPU, each job's refusal is the exit status."""
+    """`harness-tune -m` (what harness-nightly --tune runs): a job per op, each planning inside
+    Hydra's job and keeping its comparison in its own folder; on a GPU-less machine each job's
+    refusal is the exit status; a file jobs would share (out=, write=true) is refused."""
     import subprocess
     import sys
-    proc = subprocess.run([sys.executable, "-m", "harness.commands.tune", "-m", f"hydra.sweep.dir={tmp_path}",
-                           "op=copy,scale", "impl=eager", "write=yes"], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    assert proc.stderr.count("write='yes': give true") == 2
-    assert sorted(p.name for p in tmp_path.glob("*-op=*")) == ["0-op=copy", "1-op=scale"]
+
+    def tune_m(*args, gpu=False):
+        stand_ins = ("import sys, torch\n"
+                     "from harness.run import device\n"
+                     "from harness.commands import tune\n"
+                     + ("device.resolve = lambda spec: torch.device('cuda')\n"
+                        "device.memory_bytes = lambda d: 80 << 30\n"
+                        f"torch.cuda.get_device_name = lambda d=None: {H100!r}\n"
+                        "tune.search = lambda cases, d: (print(len(cases), 'cases searched'), (tune.Session(), False))[1]\n"
+                        if gpu else "")
+                     + "sys.exit(tune.main(sys.argv[1:]))")
+        return subprocess.run([sys.executable, "-c", stand_ins, "-m", *args], capture_output=True, text=True,
+                              timeout=300)
+
+    on_gpu = tune_m(f"hydra.sweep.dir={tmp_path / 'gpu'}", "op=copy,scale", "impl=triton", gpu=True)
+    assert on_gpu.returncode == 0 and on_gpu.stdout.count("12 cases searched") == 2, on_gpu.stderr[-2000:]
+    assert sorted(p.parent.name for p in (tmp_path / "gpu").glob(f"*/{tune.TUNE_FILE}")) == ["0-op=copy", "1-op=scale"]
+    on_cpu = tune_m(f"hydra.sweep.dir={tmp_path / 'cpu'}", "op=copy,scale", "impl=eager")
+    assert on_cpu.returncode == 2 and on_cpu.stderr.count("measures launch configs on a GPU") == 2
+    assert sorted(p.name for p in (tmp_path / "cpu").glob("*-op=*")) == ["0-op=copy", "1-op=scale"]
+    for own in ("out=tune.jsonl", "write=true"):
+        refused = tune_m(f"hydra.sweep.dir={tmp_path / 'no'}", "op=copy", own)
+        assert refused.returncode == 2 and f"{own} with -m" in refused.stderr and not (tmp_path / "no").exists()
 
 
 # --- every committed table fits the kernels as they are -------------------------------------
@@ -252,26 +271,33 @@ def test_every_committed_table_entry_is_a_config_its_kernel_takes(path, monkeypa
 
 
 def test_the_nightly_lists_a_changed_config_as_a_finding(tmp_path):
-    """harness-nightly --tune: each job's comparison (tune.jsonl in its folder) is read, and an
-    entry whose search chose another config than the table is a line of the report."""
+    """harness-nightly --tune: each job's comparison (tune.jsonl in its folder) is read; an entry
+    whose search chose another config than the table, or that warns, is a line of the report;
+    a job that kept none, or an entry of another form, is a note."""
     import json
 
     from harness.commands.nightly import tune_findings
 
     assert tune_findings(tmp_path) == ([], [])                       # no --tune: nothing said
-    (tmp_path / "tune" / "0-op=copy").mkdir(parents=True)
-    notes, changed = tune_findings(tmp_path)
-    assert "harness-tune wrote no comparison under" in notes[0] and changed == []
+    for job in ("0-op=copy", "1-op=scale"):
+        (tmp_path / "tune" / job / ".hydra").mkdir(parents=True)
 
-    def entry(changed, search_us):
+    def entry(changed, search_us, warnings=()):
         return {"kernel": "cuda copy tuned", "cols": 268435456, "dtype": "float32",
                 "search": {"config": {"threads": 512}, "us": search_us},
                 "table": {"config": {"threads": 256 if changed else 512}, "us": 720.0},
-                "rule": {"config": {"threads": 128}, "us": 800.0}, "changed": changed, "batches": []}
-    (tmp_path / "tune" / "0-op=copy" / tune.TUNE_FILE).write_text(
-        "".join(json.dumps(e) + "\n" for e in (entry(True, 700.0), entry(False, 720.0))))
-    notes, changed = tune_findings(tmp_path)
-    assert notes == ["harness-tune: 2 entries searched in 1 jobs, 1 where the search chose another config than "
-                     "the table (findings, not regressions)"]
-    assert changed == ["cuda copy tuned 268435456 float32: search 700.0 us, table 720.0 us (0.972), "
-                       "rule 800.0 us (0.875)  CHANGED"]
+                "rule": {"config": {"threads": 128}, "us": 800.0}, "changed": changed, "batches": [],
+                "warnings": list(warnings)}
+    lines = [entry(True, 700.0), entry(False, 720.0), entry(False, 720.0, ["1 of 9 candidates did not run"]),
+             {"kernel": "cuda copy tuned", "changed": True}]
+    (tmp_path / "tune" / "0-op=copy" / tune.TUNE_FILE).write_text("".join(json.dumps(e) + "\n" for e in lines))
+    notes, said = tune_findings(tmp_path)
+    assert notes == ["harness-tune: job 1-op=scale kept no comparison: its log (in "
+                     f"{tmp_path / 'tune'}/.submitit/ on Slurm) says why",
+                     "harness-tune: 4 entries searched in 2 jobs, 2 where the search chose another config than "
+                     "the table (findings, not regressions)",
+                     "harness-tune: an entry of another form left out (KeyError: 'search')"]
+    assert said == ["cuda copy tuned 268435456 float32: search 700.0 us, table 720.0 us (0.972), "
+                    "rule 800.0 us (0.875)  CHANGED",
+                    "cuda copy tuned 268435456 float32: search 720.0 us, table 720.0 us (1.000), "
+                    "rule 800.0 us (0.900)\n    warning: 1 of 9 candidates did not run"]

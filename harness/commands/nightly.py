@@ -85,27 +85,34 @@ TUNE_DIR = "tune"
 
 
 def tune_findings(out: Path) -> tuple[list[str], list[str]]:
-    """(notes, lines) of harness-tune's comparisons under ``out/tune``: each entry whose search
-    chose another config than the table holds is a line (harness.commands.tune.line)."""
+    """(notes, lines) of harness-tune's jobs under ``out/tune``: a line per entry whose search
+    chose another config than the table holds, or saw something go wrong
+    (harness.commands.tune.line); a note per job that kept no comparison."""
     folder = out / TUNE_DIR
     if not folder.is_dir():
         return [], []
     from harness.commands.tune import TUNE_FILE, line
     comparisons, notes = [], []
-    files = sorted(folder.rglob(TUNE_FILE))
-    for f in files:
+    jobs = sorted(p.parent for p in folder.glob("*/.hydra"))
+    for job in jobs:
         try:
-            comparisons += [json.loads(text) for text in f.read_text().splitlines() if text.strip()]
+            comparisons += [json.loads(text) for text in (job / TUNE_FILE).read_text().splitlines() if text.strip()]
+        except FileNotFoundError:
+            notes.append(f"harness-tune: job {job.name} kept no comparison: its log (in {folder}/.submitit/ on "
+                         "Slurm) says why")
         except (OSError, ValueError) as e:
-            notes.append(f"harness-tune: {f} unreadable ({type(e).__name__}: {e}); left out")
-    changed = [c for c in comparisons if c.get("changed")]
-    if not files:
-        notes.append(f"harness-tune wrote no comparison under {folder}: its job logs there "
-                     "(.submitit/) say why")
-    else:
-        notes.append(f"harness-tune: {len(comparisons)} entries searched in {len(files)} jobs, {len(changed)} "
-                     "where the search chose another config than the table (findings, not regressions)")
-    return notes, [line(c) for c in changed]
+            notes.append(f"harness-tune: {job / TUNE_FILE} unreadable ({type(e).__name__}: {e}); left out")
+    said = [c for c in comparisons if c.get("changed") or c.get("warnings")]
+    notes.append(f"harness-tune: {len(comparisons)} entries searched in {len(jobs)} jobs, "
+                 f"{sum(bool(c.get('changed')) for c in comparisons)} where the search chose another config than "
+                 "the table (findings, not regressions)")
+    lines = []
+    for c in said:
+        try:
+            lines.append(line(c))
+        except (KeyError, TypeError) as e:   # a comparison another version of harness-tune wrote
+            notes.append(f"harness-tune: an entry of another form left out ({type(e).__name__}: {e})")
+    return notes, lines
 
 
 def finish(night: str | None, out: Path, uri: str, experiment: str, baseline: str | None,
@@ -146,11 +153,11 @@ def finish(night: str | None, out: Path, uri: str, experiment: str, baseline: st
                  f" ({sum(len(v) for v in history.values())} points of {len(history)} cases); "
                  f"threshold max({th.min_effect:.0%}, {th.noise_k:g} x noise) and at least {th.min_abs_us:g} us")
     report = compare([point_from_record(r) for r in records], history, th)
-    tune_notes, changed = tune_findings(out)
+    tune_notes, tune_lines = tune_findings(out)
     text = report.markdown(f"Nightly regression report {dt.date.today():%Y-%m-%d}", notes + tune_notes)
-    if changed:
-        text += ("\n## Launch configs the search would change (harness-tune, report only)\n\n"
-                 + "\n".join(f"- {c}" for c in changed) + "\n")
+    if tune_lines:
+        text += ("\n## Launch configs the search would change or warns of (harness-tune, report only)\n\n"
+                 + "\n".join(f"- {c}" for c in tune_lines) + "\n")
     (out / "report.md").write_text(text + "\n")
     print(text)
     client.log_artifact(night, str(out / "report.md"))

@@ -134,12 +134,12 @@ def compare(found: Found, table: configs.Table | None) -> dict:
 
 def warnings(table: dict) -> list[str]:
     """What the search saw go wrong: a switch called bit-neutral that changed the bits (the
-    kernel's arithmetic depends on it: none should), candidates that did not build."""
+    kernel's arithmetic depends on it: none should), candidates that did not run."""
     said = [f"bit-neutral switches changed the bits: {a} vs {b}" for a, b in table.get("bit_neutral_changed_bits", [])]
-    failed = (table.get("build") or {}).get("failed") or []
-    if failed:
-        said.append(f"{len(failed)} candidates did not build, e.g. {failed[0].get('candidate')}: "
-                    f"{failed[0].get('error')}")
+    candidates = table.get("candidates", [])
+    idle = [c for c in candidates if c.get("us") is None]
+    if idle:
+        said.append(f"{len(idle)} of {len(candidates)} candidates did not run, e.g. {tuner.config_of(idle[0])}")
     return said
 
 
@@ -241,7 +241,11 @@ def search(cases, device) -> tuple[Session, bool]:
 def main(argv: list[str] | None = None) -> int:
     own, overrides = _split(sys.argv[1:] if argv is None else argv)
     if any(a in ("-m", "--multirun") for a in overrides):
-        return _multirun(own, overrides)
+        try:
+            return _multirun(own, overrides)
+        except ConfigError as e:
+            print(f"harness-tune: error: {e}", file=sys.stderr)
+            return 2
     return _guarded(own, overrides)
 
 
@@ -255,8 +259,15 @@ def _guarded(own: dict, overrides: list[str]) -> int:
 
 def _multirun(own: dict, overrides: list[str]) -> int:
     """``-m``: each sweep point is a job of Hydra's launcher (``hydra/launcher=slurm``: a Slurm
-    job with a GPU, as harness-nightly --tune asks), with this command's own keys; without
-    ``out=`` a job keeps its comparison as ``tune.jsonl`` in its own folder."""
+    job with a GPU, as harness-nightly --tune asks), with this command's own keys; a job keeps
+    its comparison as ``tune.jsonl`` in its own folder. Jobs may run at once, so none writes a
+    file another could: no ``out=``, no ``write=true``. A job's failure is in its own output
+    (a Slurm job's: the sweep folder's .submitit/)."""
+    for key in ("out", "write"):
+        if key in own and (key, own[key]) != ("write", "false"):
+            raise ConfigError(f"{key}={own[key]} with -m: each job keeps its comparison in its own folder and "
+                              "writes no table (jobs may run at once); write a table from one run: "
+                              "harness-tune op=... write=true")
     import hydra
     from hydra.core.hydra_config import HydraConfig
 
@@ -267,7 +278,7 @@ def _multirun(own: dict, overrides: list[str]) -> int:
 
     def job(cfg) -> None:
         hydra_cfg = HydraConfig.get()
-        mine = {"out": str(Path(hydra_cfg.runtime.output_dir) / TUNE_FILE), **own}
+        mine = {**own, "out": str(Path(hydra_cfg.runtime.output_dir) / TUNE_FILE)}
         codes.append(_guarded(mine, list(hydra_cfg.overrides.task)))
 
     # no run summary: the jobs write comparisons, not records

@@ -233,10 +233,14 @@ def from_overrides(overrides: list[str], device: torch.device):
     """(config, plan) for Hydra overrides given as on the harness's command line, for the
     commands that plan as the harness does (harness-tune, harness-nvbench)."""
     from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
 
     from harness.commands.options import normalize_argv
-    with initialize_config_dir(str(CONF_DIR), version_base=None):
+    if GlobalHydra.instance().is_initialized():   # a job of harness-tune -m: Hydra holds this config dir
         cfg = compose("config", overrides=normalize_argv(overrides))
+    else:
+        with initialize_config_dir(str(CONF_DIR), version_base=None):
+            cfg = compose("config", overrides=normalize_argv(overrides))
     resolve_sweep(cfg, device)
     return cfg, build(cfg, device)
 
