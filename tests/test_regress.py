@@ -38,7 +38,12 @@ def test_the_threshold_grows_with_the_noise():
 def test_late_samples_do_not_widen_the_threshold():
     """Interference only delays a sample, so the noise is the fast side: a history night whose
     p90 ran to 2.3x its median (late sleeps on a loaded CPU) once hid a planted +184%."""
-    late = Point(KEY, 0, "ok", True, True, 2148.0, 2100.0)       # p10 2% under the median; any p90
+    from harness.records.record import Record
+    from harness.records.regress import point_from_record
+    late = point_from_record(Record("rmsnorm", "triton", "tuned", "bfloat16", [32768, 4096], status="ok", passed=True,
+                                    deterministic=True, median_us=2148.0, p10_us=2100.0, p90_us=4858.0,
+                                    provenance={"gpu_name": "NVIDIA H200"}))
+    assert late.key == KEY
     assert kinds(compare([pt(6100.0)], {KEY: [late]}, TH).regressions) == ["slowdown"]
     early = Point(KEY, 0, "ok", True, True, 2148.0, 1074.0)      # half the samples far faster: noisy
     assert compare([pt(4000.0)], {KEY: [early]}, TH).regressions == []

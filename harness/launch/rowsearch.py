@@ -86,7 +86,6 @@ class RowSearch:
                         "small_us": (self.work.small_samples, self.work.small_seconds)}
         self.candidates: list[dict] = []
         self.launches: dict = {}
-        self.build: dict = {}
 
     def run(self) -> Tuned:
         space, started = self.space, time.perf_counter()
@@ -111,8 +110,6 @@ class RowSearch:
         batches = [[self.rows["us"], None]] + [
             [self.rows[p], fastest_of_its_bits(self.candidates, best, p, space.neutral)] for p in ("mid_us", "small_us")]
         table["seconds"] = round(time.perf_counter() - started, 3)
-        if self.build:
-            table["build"] = self.build
         return Tuned(config_of(best), table, batches)
 
     def plain(self) -> list[dict]:
@@ -130,7 +127,7 @@ class RowSearch:
 
     def precompile(self, configs: list[dict], on: list[str]) -> None:
         if self.space.precompile and configs:
-            reported(self.build, self.space.precompile(configs, [(self.args[p], self.rows[p]) for p in on]))
+            self.space.precompile(configs, [(self.args[p], self.rows[p]) for p in on])
 
     def large(self, configs: list[dict]) -> list[dict]:
         """Each config not measured yet, on the large problem, its bits digested."""
@@ -179,14 +176,6 @@ class RowSearch:
         return choose(cs, self.space.neutral)
 
 
-def reported(build: dict, report) -> None:
-    """Fold a build step's report into a tuning's ``build``: how the last step built, and
-    every candidate that failed to, across the steps."""
-    if isinstance(report, dict):
-        build["how"] = report.get("how")
-        build.setdefault("failed", []).extend(report.get("failed", []))
-
-
 def _takes_the_tuned_config(rows: int, problems: list[int]) -> bool:
     """A tuning problem's batch, or one from BATCH_MEASURED_BELOW of the large problem's
     rows up to the large problem's: for_batch takes the config tuned there unmeasured."""
@@ -230,12 +219,11 @@ def _search_batch(members: list[dict], rows: int, space: RowSpace) -> tuple[dict
     work = effort()
     args = space.scratch(rows)
     measured: list[dict] = []
-    build: dict = {}
 
     def time_each(configs):
         configs = [cfg for cfg in configs if all(config_of(m) != cfg for m in measured)]
         if space.precompile and configs:
-            reported(build, space.precompile(configs, [(args, rows)]))
+            space.precompile(configs, [(args, rows)])
         for cfg in configs:
             launch = space.bind(cfg, args, rows)
             us = tuner.measure(launch, work.small_samples, work.small_seconds, space.unrunnable)
@@ -252,6 +240,5 @@ def _search_batch(members: list[dict], rows: int, space: RowSpace) -> tuple[dict
         lead = config_of(fastest())
         time_each([{**lead, **a} for a in alternatives(lead)])
     best = fastest()
-    batch = {"rows": rows, "candidates": measured, "seconds": round(time.perf_counter() - started, 3),
-             **({"build": build} if build else {})}
+    batch = {"rows": rows, "candidates": measured, "seconds": round(time.perf_counter() - started, 3)}
     return {**config_of(best), "tuned_for_rows": rows}, batch

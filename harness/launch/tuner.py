@@ -264,16 +264,17 @@ class Candidates:
 
 def tune(key, candidates: list[dict], bind, label: str, unrunnable: tuple = (), precompile=None) -> Tuned:
     """The fastest of ``candidates`` for ``key``, by timing the launcher ``bind(config)``
-    returns; once per process. One candidate is taken unmeasured. ``precompile(configs)``, where given, builds them all before the timing
-    starts (in parallel, where the framework can); what it returns (a dict: how they were
-    built, the candidates that failed to) goes into the table as ``build``."""
+    returns; once per process. One candidate is taken unmeasured. ``precompile(configs)``,
+    where given, builds them all before the timing starts (in parallel, where the framework
+    can)."""
     if key in choices:
         return choices[key]
     if len(candidates) == 1:
         return chosen(key, Tuned(candidates[0]))
     started = time.perf_counter()
     progress.phase(f"tuning {label}: {len(candidates)} configs")
-    built = precompile(candidates) if precompile else None
+    if precompile:
+        precompile(candidates)
     work = effort()
     rows = [{**cfg, "us": measure(bind(cfg), work.small_samples, work.small_seconds, unrunnable)} for cfg in candidates]
     timed = [r for r in rows if r["us"] is not None]
@@ -281,6 +282,4 @@ def tune(key, candidates: list[dict], bind, label: str, unrunnable: tuple = (), 
         raise RuntimeError(f"no config ran for {label}: {candidates}")
     best = min(timed, key=lambda r: r["us"])
     table = {"candidates": rows, "search": search(), "seconds": round(time.perf_counter() - started, 3)}
-    if isinstance(built, dict):
-        table["build"] = built
     return chosen(key, Tuned(config_of(best), table))

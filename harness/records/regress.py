@@ -19,6 +19,9 @@ few-microsecond case jitters by that much). A run's spread is its fast side doub
 2 (median - p10) / median: interference only makes a sample late, so the slow side measures
 the host, not the case, and a few late samples must not widen the threshold over a real
 slowdown (a loaded CPU's late sleeps put one night's p90 at 2.3x its median and hid +184%).
+A case with two speeds keeps a narrow threshold while its slow share stays under half; a night
+where that share passes half moves the median and is flagged, until the nights' scatter
+(across) shows the case moves so.
 A CPU's times are no GPU measurements: an interpreter's (a GPU kernel run on the CPU) are
 never compared, and a CPU's wall clock counts only beyond CPU_WALL_FLOOR.
 """

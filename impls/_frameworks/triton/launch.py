@@ -94,16 +94,15 @@ def describe(cfg: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in cfg.items())
 
 
-def build_all(builds) -> dict | None:
+def build_all(builds) -> None:
     """Compile each (kernel, (args, kwargs, grid), candidate) of ``builds`` before it is
     launched, in threads of this process (harness-tune's build step: a search's candidates
     built side by side, then timed). A candidate that fails to build is left for its own
-    launch to report. None under the interpreter or with nothing to build."""
+    launch to report (the search's warnings name those that did not run). Nothing under the
+    interpreter."""
     builds = list(builds)
-    if interpreting() or not builds:
-        return None
-    _in_threads(builds)
-    return {"how": "threads"}
+    if not interpreting() and builds:
+        _in_threads(builds)
 
 
 def _in_threads(builds) -> None:

@@ -165,7 +165,7 @@ def row_launcher(kernel, cfg: dict, rows: int, device, *args, **constexprs):
 def precompile(bind):
     """The tuner's build step for a row kernel bound by ``bind``: every config's kernel, on
     each of the tuning problems given as (args, rows), built at once before any is timed
-    (launch.build_all); returns build_all's report."""
+    (launch.build_all)."""
     def build(configs, problems):
         builds, noted = [], []
         token = _noting.set(noted)
@@ -177,7 +177,7 @@ def precompile(bind):
                     builds += [(kernel, call, f"{describe(cfg)} ({rows} rows)") for kernel, call in noted[first:]]
         finally:
             _noting.reset(token)
-        return build_all(builds)
+        build_all(builds)
     return build
 
 
