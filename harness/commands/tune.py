@@ -240,18 +240,13 @@ def search(cases, device) -> tuple[Session, bool]:
 
 def main(argv: list[str] | None = None) -> int:
     own, overrides = _split(sys.argv[1:] if argv is None else argv)
-    if any(a in ("-m", "--multirun") for a in overrides):
-        try:
-            return _multirun(own, overrides)
-        except ConfigError as e:
-            print(f"harness-tune: error: {e}", file=sys.stderr)
-            return 2
-    return _guarded(own, overrides)
+    return _guarded(_multirun if any(a in ("-m", "--multirun") for a in overrides) else _tune, own, overrides)
 
 
-def _guarded(own: dict, overrides: list[str]) -> int:
+def _guarded(command, own: dict, overrides: list[str]) -> int:
+    """``command(own, overrides)``; a configuration it refuses is one line, exit 2."""
     try:
-        return _tune(own, overrides)
+        return command(own, overrides)
     except ConfigError as e:
         print(f"harness-tune: error: {e}", file=sys.stderr)
         return 2
@@ -279,7 +274,7 @@ def _multirun(own: dict, overrides: list[str]) -> int:
     def job(cfg) -> None:
         hydra_cfg = HydraConfig.get()
         mine = {**own, "out": str(Path(hydra_cfg.runtime.output_dir) / TUNE_FILE)}
-        codes.append(_guarded(mine, list(hydra_cfg.overrides.task)))
+        codes.append(_guarded(_tune, mine, list(hydra_cfg.overrides.task)))
 
     # no run summary: the jobs write comparisons, not records
     sys.argv = [sys.argv[0], *overrides, "~hydra.callbacks.summary"]

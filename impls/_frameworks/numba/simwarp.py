@@ -11,13 +11,17 @@ Only the full mask is supported: every kernel here shuffles with all lanes of a 
 
 The simulator's ``cuda.shared.array`` looks its array up by the calling line and makes it
 when missing, unlocked: two threads of a block can each make one, and a thread left with its
-own writes where no other thread reads (a block reduction then read np.empty's garbage,
-5.3e15 for a sum of 31.6). Here the lookup and the making are one step under a lock.
+own writes where no other thread reads (a block reduction then reads np.empty's garbage).
+Here the lookup and the making are one step under a lock.
 
 install() adds them to the simulator's kernel-side ``cuda`` module; on a GPU it is never
 called, and the kernels run the hardware's shfl.sync and shared memory."""
 import sys
 import threading
+
+import numpy as np
+from numba.core import types
+from numba.np import numpy_support
 
 FULL_MASK = 0xFFFFFFFF
 WARP = 32
@@ -105,9 +109,6 @@ def shared_array(self, shape, dtype, alignment=None):
     """FakeCUDAShared.array, one array per calling line for every thread of the block."""
     if shape == 0 or alignment is not None:   # dynamic shared memory: one buffer already
         return _simulators_shared_array(self, shape, dtype, alignment)
-    import numpy as np
-    from numba.core import types
-    from numba.np import numpy_support
     if isinstance(dtype, types.Type):
         dtype = numpy_support.as_dtype(dtype)
     caller = sys._getframe(1)
