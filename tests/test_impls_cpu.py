@@ -124,6 +124,39 @@ def test_the_triton_chain_keeps_silus_tail(variant, dtype):
     assert check.passed, check.detail
 
 
+def test_the_unfused_chains_subnormal_silu_is_inside_its_budget():
+    """silu(n) for n in (-21, -12) is subnormal in fp16: the unfused chain rounds it to a
+    subnormal step, an absolute error that |u| = 4 carries past the output's own floor (the
+    fp16 chain's large_gain failed on 1 element in 134M on an H100). Eager PyTorch's chain
+    is that rounding and nothing else, so it must pass."""
+    from harness.measure.checks import compare
+    dtype = torch.float16
+    op = OPS["rmsnorm_silu_mul_add"]()
+    registry.load_impls(op.name, ["eager"])
+    x = torch.ones(2, 512, dtype=dtype)                                 # rms 1: n = g
+    weight = torch.linspace(-21.0, -12.0, 512).to(dtype)
+    inputs = {"x": x, "weight": weight, "u": torch.full_like(x, 4.0), "r": torch.zeros_like(x), "eps": 0.0}
+    ref = op.reference(**inputs)
+    out = torch.empty_like(x)
+    got = result_of(registry.registered()[(op.name, "eager", "unfused")].bind(**inputs, out=out), out)
+    check = compare(got, ref, op.tolerance(dtype), op.error_scale(inputs, ref), "subnormal_silu", 0)
+    assert check.passed, check.detail
+
+
+def test_the_chains_budget_still_catches_a_flushed_fp32_tail():
+    """The smallest-normal floor of the intermediates is u times it: an fp32 result that
+    should be subnormal (silu(-95)·u ~ 2e-40) and came out 0 still fails."""
+    from harness.measure.checks import compare
+    op = OPS["rmsnorm_silu_mul_add"]()
+    x = torch.ones(1, 8)
+    inputs = {"x": x, "weight": torch.full((8,), -95.0), "u": torch.full_like(x, 4.0), "r": torch.zeros_like(x),
+              "eps": 0.0}
+    ref = op.reference(**inputs)
+    assert bool((ref != 0).all()) and float(ref.abs().max()) < torch.finfo(torch.float32).tiny
+    check = compare(torch.zeros_like(x), ref, op.tolerance(torch.float32), op.error_scale(inputs, ref), "ftz", 0)
+    assert not check.passed and "subnormal" in check.detail
+
+
 # The 1-D reductions' grid-stride loop: under the interpreter a grid of 32 programs takes
 # 8192-element tiles below 2^20 elements, so only an input of more than 32 tiles gives a
 # program a second one (the SHAPES above never do). 40 tiles and a ragged tail.

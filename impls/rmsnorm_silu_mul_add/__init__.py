@@ -61,12 +61,17 @@ class RMSNormSiluMulAdd(Op):
     def error_scale(self, inputs, ref):
         """The terms the error follows: |r|, |silu(n)·u|, and |n·silu'(n)·u| — rounding n
         perturbs it by a relative u, which silu magnifies by n·silu'(n)/silu(n) (~|n| for
-        large negative n, where silu(n) ~ n·e^n)."""
+        large negative n, where silu(n) ~ n·e^n). A value rounded into the dtype errs by u
+        times the larger of itself and the dtype's smallest normal: below that the error is
+        half a subnormal step, not relative (fp16's silu(n) for n in (-21, -12); times |u| ~4
+        it is twice the output's own floor), so |n| and |silu(n)| count at least that much."""
         n = self._normed(inputs["x"], inputs["weight"], inputs["eps"])
+        tiny = torch.finfo(inputs["x"].dtype).tiny
         sig = torch.sigmoid(n)
         dsilu = sig * (1 + n * (1 - sig))
         u = inputs["u"].to(torch.float64).abs()
-        return ((n * sig).abs() + (n * dsilu).abs()) * u + inputs["r"].to(torch.float64).abs()
+        return ((n * sig).abs().clamp_min_(tiny) + n.abs().clamp_min_(tiny) * dsilu.abs()) * u \
+            + inputs["r"].to(torch.float64).abs()
 
     def bytes_moved(self, shape, dtype):
         rows, hidden = shape
