@@ -163,7 +163,8 @@ def test_harness_tune_refuses_a_machine_without_a_gpu(capsys):
 def test_harness_tune_m_runs_a_job_per_sweep_point_through_hydra_s_launcher(tmp_path):
     """`harness-tune -m` (what harness-nightly --tune runs): a job per op, each planning inside
     Hydra's job and keeping its comparison in its own folder; on a GPU-less machine each job's
-    refusal is the exit status; a file jobs would share (out=, write=true) is refused."""
+    refusal is the exit status, and a job without its comparison fails the sweep however it
+    ended; a file jobs would share (out=, write=true) is refused."""
     import subprocess
     import sys
 
@@ -175,7 +176,7 @@ def test_harness_tune_m_runs_a_job_per_sweep_point_through_hydra_s_launcher(tmp_
                         "device.memory_bytes = lambda d: 80 << 30\n"
                         f"torch.cuda.get_device_name = lambda d=None: {H100!r}\n"
                         "tune.search = lambda cases, d: (print(len(cases), 'cases searched'), (tune.Session(), False))[1]\n"
-                        if gpu else "")
+                        if gpu is True else gpu or "")
                      + "sys.exit(tune.main(sys.argv[1:]))")
         return subprocess.run([sys.executable, "-c", stand_ins, "-m", *args], capture_output=True, text=True,
                               timeout=300)
@@ -186,6 +187,10 @@ def test_harness_tune_m_runs_a_job_per_sweep_point_through_hydra_s_launcher(tmp_
     on_cpu = tune_m(f"hydra.sweep.dir={tmp_path / 'cpu'}", "op=copy,scale", "impl=eager")
     assert on_cpu.returncode == 2 and on_cpu.stderr.count("measures launch configs on a GPU") == 2
     assert sorted(p.name for p in (tmp_path / "cpu").glob("*-op=*")) == ["0-op=copy", "1-op=scale"]
+    # a job that ends without its comparison, its status lost (as a Slurm job's is): the sweep's end says so
+    lost = tune_m(f"hydra.sweep.dir={tmp_path / 'lost'}", "op=copy,scale", "impl=eager",
+                  gpu="tune._tune = lambda own, overrides: 0\n")
+    assert lost.returncode == 1 and "2 job(s) kept no comparison" in lost.stderr, lost.stderr[-2000:]
     for own in ("out=tune.jsonl", "write=true"):
         refused = tune_m(f"hydra.sweep.dir={tmp_path / 'no'}", "op=copy", own)
         assert refused.returncode == 2 and f"{own} with -m" in refused.stderr and not (tmp_path / "no").exists()

@@ -78,6 +78,7 @@ def test_every_jobs_records_reach_the_server_under_the_night(server, tmp_path):
     # says without changing the night's exit status
     assert "harness.commands.tune -m hydra/launcher=slurm" in proc.stdout
     assert proc.stdout.count("kept no comparison: its log (in ") == 3
+    assert "harness-tune's multirun exited with 1" in proc.stderr   # Slurm kept the jobs' statuses
     assert len(list((out / "tune").glob("*-op=*"))) == 3
     records = jsonl_records(out)
     # the smoke shapes: copy's and scale's 3 each, softmax's 2 (conf/op/*.yaml)

@@ -91,9 +91,9 @@ def tune_findings(out: Path) -> tuple[list[str], list[str]]:
     folder = out / TUNE_DIR
     if not folder.is_dir():
         return [], []
-    from harness.commands.tune import TUNE_FILE, line
+    from harness.commands.tune import TUNE_FILE, job_folders, line
     comparisons, notes = [], []
-    jobs = sorted(p.parent for p in folder.glob("*/.hydra"))
+    jobs = job_folders(folder)
     for job in jobs:
         try:
             comparisons += [json.loads(text) for text in (job / TUNE_FILE).read_text().splitlines() if text.strip()]

@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hydra.experimental.callback import Callback
+
 from harness.launch import configs, rowsearch, tuner
 from harness.run import progress
 from harness.entry import INTERRUPTED_EXIT
@@ -256,8 +258,9 @@ def _multirun(own: dict, overrides: list[str]) -> int:
     """``-m``: each sweep point is a job of Hydra's launcher (``hydra/launcher=slurm``: a Slurm
     job with a GPU, as harness-nightly --tune asks), with this command's own keys; a job keeps
     its comparison as ``tune.jsonl`` in its own folder. Jobs may run at once, so none writes a
-    file another could: no ``out=``, no ``write=true``. A job's failure is in its own output
-    (a Slurm job's: the sweep folder's .submitit/)."""
+    file another could: no ``out=``, no ``write=true``. A job that kept no comparison fails the
+    sweep (exit 1 unless a job's own status says more); why is in its own output (a Slurm job's:
+    the sweep folder's .submitit/)."""
     for key in ("out", "write"):
         if key in own and (key, own[key]) != ("write", "false"):
             raise ConfigError(f"{key}={own[key]} with -m: each job keeps its comparison in its own folder and "
@@ -276,13 +279,31 @@ def _multirun(own: dict, overrides: list[str]) -> int:
         mine = {**own, "out": str(Path(hydra_cfg.runtime.output_dir) / TUNE_FILE)}
         codes.append(_guarded(_tune, mine, list(hydra_cfg.overrides.task)))
 
-    # no run summary: the jobs write comparisons, not records
-    sys.argv = [sys.argv[0], *overrides, "~hydra.callbacks.summary"]
+    # the sweep's summary is of comparisons, not records
+    sys.argv = [sys.argv[0], *overrides, f"hydra.callbacks.summary._target_={__name__}.Unkept"]
+    Unkept.jobs = []
     hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(job)()
-    return max(codes, default=0)
+    if Unkept.jobs:
+        print(f"harness-tune: {len(Unkept.jobs)} job(s) kept no comparison: {', '.join(map(str, Unkept.jobs))}; "
+              "each job's log (.submitit/ in the sweep folder on Slurm) says why", file=sys.stderr)
+    return max(codes, default=0) or int(bool(Unkept.jobs))
 
 
 TUNE_FILE = "tune.jsonl"
+
+
+def job_folders(sweep: Path) -> list[Path]:
+    """A sweep folder's job folders (each holds Hydra's .hydra/)."""
+    return sorted(p.parent for p in sweep.glob("*/.hydra"))
+
+
+class Unkept(Callback):
+    """At a sweep's end, in the process that launched it: the jobs without a comparison. A Slurm
+    job's exit status stays in Slurm, so its missing file is what says it failed."""
+    jobs: list[Path] = []
+
+    def on_multirun_end(self, config, **kwargs) -> None:
+        Unkept.jobs = [job for job in job_folders(Path(config.hydra.sweep.dir)) if not (job / TUNE_FILE).exists()]
 
 
 def _tune(own: dict, overrides: list[str]) -> int:
