@@ -187,10 +187,14 @@ def test_harness_tune_m_runs_a_job_per_sweep_point_through_hydra_s_launcher(tmp_
     on_cpu = tune_m(f"hydra.sweep.dir={tmp_path / 'cpu'}", "op=copy,scale", "impl=eager")
     assert on_cpu.returncode == 2 and on_cpu.stderr.count("measures launch configs on a GPU") == 2
     assert sorted(p.name for p in (tmp_path / "cpu").glob("*-op=*")) == ["0-op=copy", "1-op=scale"]
-    # a job that ends without its comparison, its status lost (as a Slurm job's is): the sweep's end says so
-    lost = tune_m(f"hydra.sweep.dir={tmp_path / 'lost'}", "op=copy,scale", "impl=eager",
+    # jobs that end without their comparison, their status lost (as a Slurm job's is), in the folder
+    # the sweep above filled: the sweep's end says so; and if that look-over fails, so does the sweep
+    lost = tune_m(f"hydra.sweep.dir={tmp_path / 'gpu'}", "op=copy,scale", "impl=eager",
                   gpu="tune._tune = lambda own, overrides: 0\n")
     assert lost.returncode == 1 and "2 job(s) kept no comparison" in lost.stderr, lost.stderr[-2000:]
+    unlooked = tune_m(f"hydra.sweep.dir={tmp_path / 'gpu'}", "op=copy", "impl=eager",
+                      gpu="tune._tune = lambda own, overrides: 0\ntune.Unkept.on_multirun_end = lambda *a, **k: 1 / 0\n")
+    assert unlooked.returncode == 1 and "were not looked over" in unlooked.stderr, unlooked.stderr[-2000:]
     for own in ("out=tune.jsonl", "write=true"):
         refused = tune_m(f"hydra.sweep.dir={tmp_path / 'no'}", "op=copy", own)
         assert refused.returncode == 2 and f"{own} with -m" in refused.stderr and not (tmp_path / "no").exists()

@@ -277,16 +277,20 @@ def _multirun(own: dict, overrides: list[str]) -> int:
     def job(cfg) -> None:
         hydra_cfg = HydraConfig.get()
         mine = {**own, "out": str(Path(hydra_cfg.runtime.output_dir) / TUNE_FILE)}
+        Path(mine["out"]).unlink(missing_ok=True)   # a sweep folder used again: an earlier job's file says nothing
         codes.append(_guarded(_tune, mine, list(hydra_cfg.overrides.task)))
 
     # the sweep's summary is of comparisons, not records
     sys.argv = [sys.argv[0], *overrides, f"hydra.callbacks.summary._target_={__name__}.Unkept"]
-    Unkept.jobs = []
+    Unkept.jobs = None   # stays None if the callback never ran or raised (Hydra makes that a warning)
     hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(job)()
-    if Unkept.jobs:
+    if Unkept.jobs is None:
+        print("harness-tune: the sweep's jobs were not looked over at its end (see Hydra's warning above): "
+              "whether each kept a comparison is unknown", file=sys.stderr)
+    elif Unkept.jobs:
         print(f"harness-tune: {len(Unkept.jobs)} job(s) kept no comparison: {', '.join(map(str, Unkept.jobs))}; "
               "each job's log (.submitit/ in the sweep folder on Slurm) says why", file=sys.stderr)
-    return max(codes, default=0) or int(bool(Unkept.jobs))
+    return max(codes, default=0) or int(Unkept.jobs != [])
 
 
 TUNE_FILE = "tune.jsonl"
@@ -300,7 +304,7 @@ def job_folders(sweep: Path) -> list[Path]:
 class Unkept(Callback):
     """At a sweep's end, in the process that launched it: the jobs without a comparison. A Slurm
     job's exit status stays in Slurm, so its missing file is what says it failed."""
-    jobs: list[Path] = []
+    jobs: list[Path] | None = None
 
     def on_multirun_end(self, config, **kwargs) -> None:
         Unkept.jobs = [job for job in job_folders(Path(config.hydra.sweep.dir)) if not (job / TUNE_FILE).exists()]
