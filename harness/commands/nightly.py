@@ -91,7 +91,8 @@ def tune_findings(out: Path) -> tuple[list[str], list[str]]:
     folder = out / TUNE_DIR
     if not folder.is_dir():
         return [], []
-    from harness.commands.tune import TUNE_FILE, job_folders, line
+    from harness.commands.tune import TUNE_FILE, line
+    from harness.run.multirun import job_folders
     comparisons, notes = [], []
     jobs = job_folders(folder)
     for job in jobs:

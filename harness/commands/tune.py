@@ -296,17 +296,13 @@ def _multirun(own: dict, overrides: list[str]) -> int:
 TUNE_FILE = "tune.jsonl"
 
 
-def job_folders(sweep: Path) -> list[Path]:
-    """A sweep folder's job folders (each holds Hydra's .hydra/)."""
-    return sorted(p.parent for p in sweep.glob("*/.hydra"))
-
-
 class Unkept(Callback):
     """At a sweep's end, in the process that launched it: the jobs without a comparison. A Slurm
     job's exit status stays in Slurm, so its missing file is what says it failed."""
     jobs: list[Path] | None = None
 
     def on_multirun_end(self, config, **kwargs) -> None:
+        from harness.run.multirun import job_folders
         Unkept.jobs = [job for job in job_folders(Path(config.hydra.sweep.dir)) if not (job / TUNE_FILE).exists()]
 
 

@@ -146,6 +146,11 @@ class Summary(Callback):
             sys.exit(_worst_exit)
 
 
+def job_folders(root: Path) -> list[Path]:
+    """A sweep folder's job folders (each holds Hydra's .hydra/), in job order."""
+    return sorted((p.parent for p in root.glob("*/.hydra")), key=lambda p: _job_number(p.name))
+
+
 def _job_number(name: str) -> tuple[int, str]:
     head = name.split("-", 1)[0]
     return (int(head), name) if head.isdigit() else (1 << 30, name)
